@@ -1,0 +1,104 @@
+"""The engine contract shared by the OpenAI server, the RL intercept and the trainer.
+
+Token ids in, token ids + log-probs out. Chat templating and tool parsing live above this
+layer (openclaw.server); SGLang's HTTP shapes live beside it (openclaw.engines.sglang_api).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+FinishType = Literal["stop", "length", "abort"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int = 128
+    temperature: float = 1.0  # 0 means greedy
+    top_p: float = 1.0
+    top_k: int = -1  # -1: disabled (SGLang's convention)
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    skip_special_tokens: bool = True
+    no_stop_trim: bool = False
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    input_ids: tuple[int, ...]
+    params: SamplingParams = field(default_factory=SamplingParams)
+    return_logprob: bool = False
+    top_logprobs_num: int = 0
+    # With return_logprob, log-probs of prompt tokens from this position on are returned
+    # (-1: none). With max_new_tokens=0 this is how a teacher scores a given response.
+    logprob_start_len: int = -1
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """One generated token, streamed as soon as it is sampled."""
+
+    token_id: int
+    logprob: float | None
+    top_logprobs: tuple[tuple[int, float], ...] = ()
+    text_delta: str = ""  # detokenized increment (may be "" while a multi-byte char is incomplete)
+
+
+@dataclass(frozen=True)
+class FinishReason:
+    type: FinishType
+    matched: int | str | None = None  # the stop token id or stop string that ended generation
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    request_id: str
+    prompt_ids: tuple[int, ...]
+    output_ids: tuple[int, ...]
+    text: str
+    output_logprobs: tuple[float, ...]  # 1:1 with output_ids when return_logprob, else ()
+    output_top_logprobs: tuple[tuple[tuple[int, float], ...], ...]
+    input_logprobs: tuple[float | None, ...]  # from logprob_start_len on; first prompt token: None
+    finish_reason: FinishReason
+    weight_version: int
+
+
+class Engine(Protocol):
+    """What the server and trainer need from an inference engine."""
+
+    @property
+    def weight_version(self) -> int: ...
+
+    @property
+    def model_path(self) -> str: ...
+
+    @property
+    def tokenizer(self): ...  # a transformers tokenizer
+
+    @property
+    def max_context_len(self) -> int: ...
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[TokenEvent | GenerationResult]:
+        """Yield TokenEvents, then exactly one GenerationResult. Closing the iterator early
+        (client disconnect) cancels the request and frees its batch slot."""
+        ...
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult: ...
+
+    async def update_weights_from_disk(self, model_path: str, weight_version: int | None = None) -> tuple[bool, str]:
+        """Load a full HF folder or a PEFT adapter folder without a restart; in-flight requests
+        finish (pause, swap, continue). Bumps weight_version."""
+        ...
+
+    async def pause_generation(self) -> None: ...
+
+    async def continue_generation(self) -> None: ...
+
+    def num_pending(self) -> int: ...
+
+    async def shutdown(self) -> None: ...
