@@ -41,7 +41,11 @@ class GenerationRequest:
 
 @dataclass(frozen=True)
 class TokenEvent:
-    """One generated token, streamed as soon as it is sampled."""
+    """One generated token, streamed as soon as it is sampled.
+
+    The `text_delta`s of a request concatenate exactly to its `GenerationResult.text`: text
+    that might still turn out to be the start of a stop string is withheld until ruled out, and
+    the last event carries whatever remains (already trimmed at the stop string)."""
 
     token_id: int
     logprob: float | None
@@ -65,7 +69,7 @@ class GenerationResult:
     output_top_logprobs: tuple[tuple[tuple[int, float], ...], ...]
     input_logprobs: tuple[float | None, ...]  # from logprob_start_len on; first prompt token: None
     finish_reason: FinishReason
-    weight_version: int
+    weight_version: int  # the engine's version when the request finished (see update_weights_from_disk)
 
 
 class Engine(Protocol):

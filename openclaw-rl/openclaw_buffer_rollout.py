@@ -1,0 +1,358 @@
+"""Binary RL from live conversations: drain judged main turns from the trajectory buffer.
+
+Used by the trainer as
+    --data-source-path     openclaw-rl/openclaw_buffer_rollout.py:BufferDataSource
+    --rollout-function-path openclaw-rl/openclaw_buffer_rollout.py:generate_rollout
+
+and shared by openclaw-opd / openclaw-combine (they add teacher log-probs to the same samples).
+
+What a rollout does:
+  1. wait until `rollout_batch_size` *trainable* judged main turns exist for this consumer
+     (polling the buffer; `--buffer-wait-timeout` bounds the wait);
+  2. turn each into a Sample with the prompt ids, response ids and engine log-probs exactly as
+     the server recorded them (never re-tokenised, never padded);
+  3. reward = the judge's score (1 / -1 / 0), or `--custom-rm-path` when given.
+
+Only turns that carry signal are trainable (see `trainable_kinds`): for binary RL a non-zero
+score. Turns without signal are counted (`rollout/buffer_skipped/<reason>`) and consumed
+without training. Turns beyond the batch are not touched: they stay in the buffer for the next
+rollout. Nothing is marked consumed here: the ids handed out are part of the data source's
+state, which the driver writes into the trainer checkpoint; the buffer's `commit_consumed` runs
+once that checkpoint exists (next rollout) or on resume, so a crash never loses or double-trains
+a turn (`TrajectoryBuffer` documents the protocol).
+
+Baseline: live turns are not grouped (one response per prompt), so GRPO's group mean is
+undefined (a group of one has advantage 0). The PRM score is already centred (+1 good, -1 bad,
+0 neutral), so the baseline is 0: advantage = score. Run with `--n-samples-per-prompt 1
+--disable-rewards-normalization`; anything else is refused with an explanation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slime.rollout.base_types import RolloutFnTrainOutput
+from slime.utils.types import Sample
+
+log = logging.getLogger("openclaw.methods")
+
+METHODS = ("rl", "opd", "combine")
+# A judged turn's signal: a non-zero score, an accepted hint, both, or neither.
+KINDS = ("hint+score", "hint", "score", "none")
+
+
+def trainable_kinds(method: str) -> frozenset[str]:
+    """Which signal kinds a method trains on (the combine mixing rules)."""
+    return {
+        "rl": frozenset({"hint+score", "score"}),
+        "opd": frozenset({"hint+score", "hint"}),
+        "combine": frozenset({"hint+score", "hint", "score"}),
+    }[method]
+
+
+@dataclass(frozen=True)
+class TurnSignal:
+    score: float
+    hint: str | None
+
+    @property
+    def kind(self) -> str:
+        if self.hint and self.score != 0:
+            return "hint+score"
+        if self.hint:
+            return "hint"
+        if self.score != 0:
+            return "score"
+        return "none"
+
+
+def turn_signal(rec: Any) -> TurnSignal:
+    j = rec.judgement or {}
+    try:
+        score = float(j.get("score", 0.0) or 0.0)
+    except (TypeError, ValueError):
+        score = 0.0
+    if not math.isfinite(score):
+        score = 0.0
+    hint = j.get("hint")
+    return TurnSignal(score=score, hint=hint.strip() if isinstance(hint, str) and hint.strip() else None)
+
+
+def next_state_text(rec: Any) -> str:
+    ns = rec.next_state or {}
+    content = ns.get("content")
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
+def turn_to_sample(rec: Any, reward: float) -> Sample:
+    """One buffer turn -> one Sample: ids and log-probs exactly as recorded."""
+    prompt_ids, response_ids = list(rec.prompt_ids), list(rec.response_ids)
+    signal = turn_signal(rec)
+    sample = Sample(
+        index=int(rec.turn_id), group_index=int(rec.turn_id), prompt=list(rec.messages),
+        tokens=prompt_ids + response_ids, response=rec.response_text or "", response_length=len(response_ids),
+        loss_mask=[1] * len(response_ids), reward=float(reward), rollout_log_probs=[float(x) for x in rec.response_logprobs],
+        weight_version=int(rec.weight_version or 0), session_id=rec.session_id, status=Sample.Status.COMPLETED,
+        metadata={"turn_id": int(rec.turn_id), "score": signal.score, "hint": signal.hint, "kind": signal.kind,
+                  "next_state": next_state_text(rec), "tools": rec.tools},
+    )
+    sample.validate()
+    return sample
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DrainConfig:
+    buffer_dir: Path
+    consumer_id: str
+    batch_size: int
+    wait_timeout_s: float | None
+    min_batch: int
+    poll_interval_s: float
+    max_staleness: int | None
+    save_dir: str | None
+    resume_from: str | None
+
+    @classmethod
+    def from_args(cls, args: Any, method: str) -> DrainConfig:
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        buffer_dir = getattr(args, "rl_buffer_dir", None)
+        if not buffer_dir:
+            raise ValueError("no trajectory buffer: pass --extra-args-provider-path openclaw-rl/openclaw_rl_args.py "
+                             "and --rl-buffer-dir DIR (the server's --rl-buffer-dir)")
+        return cls(
+            buffer_dir=Path(buffer_dir).expanduser().resolve(),
+            consumer_id=getattr(args, "buffer_consumer_id", None) or f"openclaw-{method}",
+            batch_size=int(args.rollout_batch_size),
+            wait_timeout_s=getattr(args, "buffer_wait_timeout", None),
+            min_batch=max(1, int(getattr(args, "buffer_min_batch", 1) or 1)),
+            poll_interval_s=float(getattr(args, "buffer_poll_interval", 1.0) or 1.0),
+            max_staleness=getattr(args, "max_staleness", None),
+            save_dir=getattr(args, "save", None),
+            resume_from=getattr(args, "load", None),
+        )
+
+
+def check_live_args(args: Any) -> None:
+    """Refuse settings under which live (ungrouped) turns silently give zero advantages."""
+    n = int(getattr(args, "n_samples_per_prompt", 1) or 1)
+    if n != 1:
+        raise ValueError(f"--n-samples-per-prompt {n}: turns from live chat are single responses; use 1")
+    if getattr(args, "advantage_estimator", "grpo") in ("grpo", "gspo") and getattr(args, "rewards_normalization", True):
+        raise ValueError("live turns are ungrouped, so GRPO's group baseline is undefined (every advantage would be 0): "
+                         "pass --disable-rewards-normalization (advantage = judge score, baseline 0)")
+
+
+# ---------------------------------------------------------------------------------------------
+# The data source: the buffer, with the consumer position as checkpoint state
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Drained:
+    records: list[Any]
+    skipped: Counter = field(default_factory=Counter)
+    kinds: Counter = field(default_factory=Counter)
+    waited_s: float = 0.0
+
+
+class BufferDataSource:
+    """`--data-source-path` for buffer-draining methods. Holds the ids handed out since the last
+    buffer commit (`pending`); the driver saves them in each checkpoint (`consumer_positions`)."""
+
+    def __init__(self, args: Any, method: str | None = None) -> None:
+        from openclaw.buffer import TrajectoryBuffer
+
+        self.args = args
+        self.method = method or getattr(args, "openclaw_method", None) or "rl"
+        self.cfg = DrainConfig.from_args(args, self.method)
+        self.cfg.buffer_dir.mkdir(parents=True, exist_ok=True)
+        self.buffer = TrajectoryBuffer.open(self.cfg.buffer_dir)
+        self.pending: set[int] = set()
+        self.handed_out = 0
+        self.prompts: list[Any] = []  # the driver asks len(prompts): a live buffer has no fixed epoch
+
+    # ---- driver hooks (slime.ray.driver) --------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"handed_out": self.handed_out}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.handed_out = int(state.get("handed_out", 0))
+
+    def consumer_positions(self) -> dict[str, Any]:
+        return {self.cfg.consumer_id: {"buffer_dir": str(self.cfg.buffer_dir), "pending_turn_ids": sorted(self.pending)}}
+
+    def load_consumer_positions(self, positions: dict[str, Any]) -> None:
+        """Resume: the checkpoint holds the ids trained since the last buffer commit; commit them
+        now (idempotent), so they are never trained again."""
+        pos = (positions or {}).get(self.cfg.consumer_id) or {}
+        ids = [int(i) for i in pos.get("pending_turn_ids", [])]
+        if ids:
+            tag = Path(self.cfg.resume_from).name if self.cfg.resume_from else None
+            n = self.buffer.commit_consumed(self.cfg.consumer_id, ids, checkpoint_tag=tag)
+            log.info("resume: committed %d/%d turn(s) recorded in the checkpoint for %s", n, len(ids), self.cfg.consumer_id)
+
+    # ---- commit ------------------------------------------------------------------------------
+    def commit_checkpointed(self) -> int:
+        """Mark consumed what a durable checkpoint already contains. Without --save there is no
+        checkpoint to tie the position to: ids are committed once their step has trained."""
+        if not self.pending:
+            return 0
+        if not self.cfg.save_dir:
+            ids, tag = sorted(self.pending), None
+        else:
+            from slime.utils.checkpoint import load_meta, resolve_checkpoint
+
+            ckpt = resolve_checkpoint(self.cfg.save_dir)
+            if ckpt is None:
+                return 0
+            pos = load_meta(ckpt).consumer_positions.get(self.cfg.consumer_id) or {}
+            ids, tag = [int(i) for i in pos.get("pending_turn_ids", []) if int(i) in self.pending], ckpt.name
+        if not ids:
+            return 0
+        n = self.buffer.commit_consumed(self.cfg.consumer_id, ids, checkpoint_tag=tag)
+        self.pending.difference_update(ids)
+        return n
+
+    # ---- take ----------------------------------------------------------------------------
+    def skip_reason(self, rec: Any, engine_version: int | None) -> str | None:
+        if not rec.trainable or rec.turn_type != "main":
+            return "not_trainable"
+        if not rec.prompt_ids or not rec.response_ids:
+            return "no_token_ids"
+        if len(rec.response_logprobs) != len(rec.response_ids):
+            return "no_logprobs"  # imported text-only data: no behaviour log-probs to train against
+        if self.cfg.max_staleness is not None and engine_version is not None \
+                and engine_version - int(rec.weight_version or 0) > self.cfg.max_staleness:
+            return "stale"
+        if not rec.next_state:
+            return "no_next_state"  # the session ended here: no feedback, nothing to learn from
+        if getattr(self.args, "custom_rm_path", None) and self.method == "rl":
+            return None  # the reward comes from --custom-rm-path, not the judge
+        if turn_signal(rec).kind not in trainable_kinds(self.method):
+            return {"rl": "zero_score", "opd": "no_hint", "combine": "no_signal"}[self.method]
+        return None
+
+    def take(self, n: int, engine_version: int | None = None, stop: Any = None) -> Drained:
+        """Wait for `n` trainable turns not yet handed out; returns them (oldest first)."""
+        self.commit_checkpointed()
+        out = Drained(records=[])
+        seen: set[int] = set()  # ids taken by this call: pending only once the call returns them
+        t0 = time.monotonic()
+        deadline = None if self.cfg.wait_timeout_s is None else t0 + self.cfg.wait_timeout_s
+        while True:
+            recs = self.buffer.fetch_judged(self.cfg.consumer_id, limit=len(self.pending) + len(seen) + n + 256,
+                                            turn_type="main")
+            for rec in recs:
+                if len(out.records) >= n:
+                    break  # surplus stays in the buffer
+                if rec.turn_id in self.pending or rec.turn_id in seen:
+                    continue
+                reason = self.skip_reason(rec, engine_version)
+                seen.add(int(rec.turn_id))
+                if reason:
+                    out.skipped[reason] += 1
+                else:
+                    out.records.append(rec)
+                    out.kinds[turn_signal(rec).kind] += 1
+            if len(out.records) >= n:
+                break
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                if len(out.records) >= min(n, self.cfg.min_batch):
+                    break
+                raise TimeoutError(
+                    f"{len(out.records)} trainable turn(s) after {self.cfg.wait_timeout_s:g}s in {self.cfg.buffer_dir} "
+                    f"(consumer {self.cfg.consumer_id}, skipped {dict(out.skipped)}): is the server running with "
+                    "--enable-rl-intercept on this buffer, and are judge workers running?")
+            if stop is not None and stop.is_set():
+                raise InterruptedError("rollout stopped while waiting for judged turns")
+            wait = self.cfg.poll_interval_s if deadline is None else min(self.cfg.poll_interval_s, max(0.0, deadline - now))
+            if stop is not None:
+                stop.wait(wait)
+            else:
+                time.sleep(wait)  # polling the buffer (another process writes it)
+        out.waited_s = time.monotonic() - t0
+        self.pending.update(seen)
+        self.handed_out += len(out.records) + sum(out.skipped.values())
+        return out
+
+    def close(self) -> None:
+        self.buffer.close()
+
+
+def require_buffer_source(data_source: Any) -> BufferDataSource:
+    if data_source is None or not hasattr(data_source, "take"):
+        raise ValueError("the buffer rollout needs its data source: pass "
+                         "--data-source-path openclaw-rl/openclaw_buffer_rollout.py:BufferDataSource")
+    return data_source
+
+
+def engine_version(args: Any) -> int | None:
+    """The first engine's weight version (for --max-staleness); None when it cannot be asked."""
+    if getattr(args, "max_staleness", None) is None:
+        return None
+    from openclaw.engines.sglang_client import SyncSGLangClient
+    from slime.rollout.engine_io import engine_urls_from_args
+
+    with SyncSGLangClient(engine_urls_from_args(args)[0], timeout=30) as client:
+        try:
+            return int(client.get_weight_version())
+        except (ValueError, RuntimeError):
+            return None
+
+
+def drain_metrics(drained: Drained, samples: list[Sample]) -> dict[str, float]:
+    m: dict[str, float] = {"rollout/buffer_wait_s": drained.waited_s, "rollout/num_turns": float(len(samples))}
+    for reason, count in drained.skipped.items():
+        m[f"rollout/buffer_skipped/{reason}"] = float(count)
+    for kind in KINDS[:3]:
+        m[f"rollout/kind/{kind}"] = float(drained.kinds.get(kind, 0))
+    if samples:
+        m["rollout/response_len_mean"] = sum(s.response_length for s in samples) / len(samples)
+        m["rollout/raw_reward_mean"] = sum(float(s.reward) for s in samples) / len(samples)
+        versions = [s.weight_version or 0 for s in samples]
+        m["rollout/weight_version_min"] = float(min(versions))
+    return m
+
+
+async def _custom_rewards(args: Any, samples: list[Sample]) -> None:
+    from slime.utils.plugins import extract_reward, load_reward_model
+
+    rm = load_reward_model(args.custom_rm_path, args)
+    values = await rm.score_group(samples)
+    for s, v in zip(samples, values):
+        s.reward = extract_reward(v, getattr(args, "reward_key", None))
+
+
+def drain(args: Any, data_source: Any, method: str, stop: Any = None) -> tuple[list[Sample], dict[str, float]]:
+    """Steps 1-3 of the module docstring for `method`; teacher log-probs are the caller's."""
+    check_live_args(args)
+    ds = require_buffer_source(data_source)
+    drained = ds.take(int(args.rollout_batch_size), engine_version(args), stop=stop)
+    samples = [turn_to_sample(r, turn_signal(r).score) for r in drained.records]
+    if method == "rl" and getattr(args, "custom_rm_path", None) and samples:
+        asyncio.run(_custom_rewards(args, samples))
+    return samples, drain_metrics(drained, samples)
+
+
+def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> RolloutFnTrainOutput:
+    """slime's rollout contract; binary RL (reward = judge score, or --custom-rm-path)."""
+    if evaluation:
+        raise ValueError("a live buffer has no eval set: evaluate checkpoints with openclaw-test/run_eval.sh")
+    samples, metrics = drain(args, data_source, "rl")
+    return RolloutFnTrainOutput(samples=[[s] for s in samples], metrics=metrics)

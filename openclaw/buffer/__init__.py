@@ -1,0 +1,97 @@
+"""The trajectory buffer: a durable, multi-process store of turn records.
+
+One directory (`--rl-buffer-dir`, mode 0700) holds one SQLite database `buffer.sqlite3` (0600,
+its -wal/-shm files too) in WAL mode. The server appends, judge workers update, trainers
+consume, all at once from separate processes: every state transition runs in a
+`BEGIN IMMEDIATE` transaction (writers queue on a 30 s busy_timeout instead of failing), and
+readers never block writers (WAL).
+
+Durability: `synchronous=FULL` by default, so the WAL is fsynced at every commit and a record is
+durable, even against power loss, when `append_turn` returns. (`durability="normal"` keeps
+commits safe against process crashes such as kill -9 but may lose the last commits on power
+loss; the checkpoint then does the fsync.) The intercept groups concurrent turns into one
+transaction (`write_batch`) so a burst costs one fsync, not one per request.
+
+Log-probs are 1:1 with response ids or absent (imported text-only data); never padded.
+A trainable turn always has prompt and response token ids.
+
+Record life cycle (column `state`):
+
+    trainable main turn:  awaiting_next_state --attach_next_state--> ready --write_judgement--> judged
+                          awaiting_next_state --finalize_session----> ready (next_state None)
+                          ready --record_judge_failure x max_attempts--> judge_failed
+    side / non-trainable: closed (kept for export, never judged or trained)
+    consumed:             per consumer id, in table `consumed` (commit_consumed)
+
+API (all methods are synchronous and thread-safe; open one handle per process):
+
+    buf = TrajectoryBuffer.open(dir, max_mb=None, durability="full")
+    # producer (the server's intercept)
+    turn_id = buf.append_turn(TurnRecord(...))          # durable on return; RecordError, BufferFull
+    buf.attach_next_state(session_id, {"role": "user", "content": "..."})  # -> turn_id | None
+    buf.finalize_session(session_id)                    # last turn becomes ready without next state
+    buf.write_ops([AttachOp(prev, ns), AppendOp(rec), FinalizeOp(sid)])  # one transaction, in order
+    # judge workers
+    recs = buf.claim_for_judging(worker_id, limit=8, lease_seconds=300)   # leases expire
+    buf.write_judgement(turn_id, {"score": 1.0, ...}, worker_id=worker_id)  # -> bool
+    buf.record_judge_failure(turn_id, "timeout")        # -> new state
+    # trainers
+    recs = buf.fetch_judged(consumer_id, limit=64, turn_type="main", min_weight_version=None)
+    ... train, save checkpoint (with the turn ids in it) ...
+    buf.commit_consumed(consumer_id, [r.turn_id for r in recs], checkpoint_tag="checkpoint-12")
+    buf.consumer_position(consumer_id)                  # {"checkpoint_tag", "consumed", "max_turn_id", ...}
+    # inspection and maintenance
+    buf.stats(); buf.verify(); buf.purge_session(sid); buf.purge_older_than(seconds)
+
+Exactly-once training: `fetch_judged` never marks anything, so a trainer that crashes before
+its checkpoint re-reads the same turns. The protocol: (1) save the checkpoint with the list of
+consumed turn ids inside it (atomic rename), (2) `commit_consumed(consumer, ids, tag)`. On
+resume, if `consumer_position(consumer)["checkpoint_tag"]` differs from the checkpoint being
+loaded, replay step (2) from the ids stored in the checkpoint: `commit_consumed` is idempotent.
+
+Size bound (`max_mb`): when live data exceeds it, turns consumed by every known consumer are
+deleted oldest first; if that is not enough, new records are refused (BufferFull), counted in
+the persistent counter `dropped_buffer_full` and logged. Nothing unconsumed is evicted.
+Retention (`purge_older_than`) deletes everything older than the TTL, counted in `purged_ttl`.
+Deleted rows are zeroed (secure_delete) and the WAL truncated after purges.
+"""
+
+from openclaw.buffer.records import (
+    AWAITING,
+    CLOSED,
+    JUDGE_FAILED,
+    JUDGED,
+    READY,
+    STATES,
+    RecordError,
+    TurnRecord,
+)
+from openclaw.buffer.store import (
+    AppendOp,
+    AttachOp,
+    Batch,
+    BatchResult,
+    BufferFull,
+    CountOp,
+    FinalizeOp,
+    TrajectoryBuffer,
+)
+
+__all__ = [
+    "AppendOp",
+    "AttachOp",
+    "CountOp",
+    "FinalizeOp",
+    "AWAITING",
+    "CLOSED",
+    "JUDGE_FAILED",
+    "JUDGED",
+    "READY",
+    "STATES",
+    "Batch",
+    "BatchResult",
+    "BufferFull",
+    "RecordError",
+    "TrajectoryBuffer",
+    "TurnRecord",
+]

@@ -1,0 +1,233 @@
+"""The main job: talk to the model, it gets better.
+
+    python -m openclaw.demo [--method combine|rl|opd] [--interactions N] [--minutes M]
+                            [--reward judge|length] [--out DIR]
+
+Serves the embedded model (SmolLM2-135M-Instruct, CPU) behind the OpenAI API with the RL
+intercept, runs the CPU judge on the trajectory buffer, trains in the background with the
+chosen method (LoRA), and drives the server with simulated users of the "brief" persona. Learning
+is measured independently of the judge, at fixed points: the persona's own rule on held-out
+prompts (short AND on topic), a capability probe, and KL to the base model. Prints a table and a
+verdict and writes results.json + learning.png to --out.
+
+`--reward length` trains binary RL on a length-only reward instead of the judge: the
+reward-hacking check, which the verdict must flag as FAILED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from openclaw.demo.presets import METHODS
+
+LENGTH_REWARD = "openclaw/demo/length_reward.py:length_only_reward"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m openclaw.demo", description=__doc__.split("\n\n")[0])
+    p.add_argument("--method", choices=METHODS, default="combine")
+    p.add_argument("--interactions", type=int, default=320, help="simulated-user sessions (each one trainable turn)")
+    p.add_argument("--minutes", type=float, default=14.0, help="time budget of the interaction/training phase")
+    p.add_argument("--reward", choices=("judge", "length"), default="judge",
+                   help="length: binary RL on a length-only reward (the reward-hacking check)")
+    p.add_argument("--evals", type=int, default=3, help="evaluation points after the base model's")
+    p.add_argument("--batch-size", type=int, default=8, help="trainable turns per training step")
+    p.add_argument("--lr", type=float, default=None, help="default 2e-4 (3e-4 with --reward length)")
+    p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--max-tokens", type=int, default=100, help="reply length cap (chat and evaluation)")
+    p.add_argument("--concurrency", type=int, default=8, help="simulated users talking at once")
+    p.add_argument("--model-path", default=None, help="default: the embedded SmolLM2-135M-Instruct")
+    p.add_argument("--eval-limit", type=int, default=None,
+                   help="use only the first N held-out prompts and probe questions (quick runs; the verdict "
+                        "needs the full sets)")
+    p.add_argument("--target", type=float, default=25.0, help="acceptance gain (points) the verdict requires")
+    p.add_argument("--out", default="./demo_out")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.interactions < 1 or args.minutes <= 0 or args.evals < 1 or args.batch_size < 1:
+        p.error("--interactions, --minutes, --evals and --batch-size must be positive")
+    if args.reward == "length" and args.method != "rl":
+        p.error("--reward length is the binary-RL reward-hacking check: use it with --method rl")
+    return args
+
+
+class Progress:
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+
+    def __call__(self, msg: str) -> None:
+        s = int(time.monotonic() - self.t0)
+        print(f"[{s // 60:02d}:{s % 60:02d}] {msg}", flush=True)
+
+
+def _backlog(buf: Any, consumer: str, pending: set[int], kinds: frozenset[str], signal: Any) -> int:
+    """Turns the trainer has not taken yet that could be trained on (judged with signal, or not
+    judged yet)."""
+    stats = buf.stats()
+    states = stats.get("by_state") or {}
+    unjudged = int(states.get("ready", 0)) + int(states.get("awaiting_next_state", 0))
+    judged = [r for r in buf.fetch_judged(consumer, limit=100000) if r.turn_id not in pending and r.next_state]
+    return unjudged + sum(1 for r in judged if signal(r).kind in kinds)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from openclaw.buffer import TrajectoryBuffer
+    from openclaw.demo import evaluate as ev
+    from openclaw.demo import report
+    from openclaw.demo.personas import PERSONAS
+    from openclaw.demo.presets import method_flags
+    from openclaw.demo.trainer import BackgroundTrainer
+    from openclaw.demo.users import SimulatedUsers
+    from openclaw.engines.hf_engine import HFEngine
+    from openclaw.judge.config import JudgeConfig
+    from openclaw.judge.worker import JudgeService
+    from openclaw.models import resolve_model_path
+    from openclaw.server.app import create_app
+    from openclaw.server.config import RLConfig, ServerConfig
+    from openclaw.server.runner import serve_in_background
+    from slime.utils.plugins import load_plugin
+
+    say = Progress()
+    torch.manual_seed(args.seed)
+    lr = args.lr if args.lr is not None else (3e-4 if args.reward == "length" else 2e-4)
+    model_path = str(resolve_model_path(args.model_path))
+    out = Path(args.out).resolve() / f"{args.method}{'-length' if args.reward == 'length' else ''}-{time.strftime('%Y%m%d-%H%M%S')}"
+    buffer_dir = out / "rl_buffer"
+    out.mkdir(parents=True, exist_ok=True)
+    persona = PERSONAS["brief"]
+    print("=" * 78)
+    print(f"OpenClaw-RL demo: method {args.method} (reward: {args.reward}), persona '{persona.name}': {persona.preference}")
+    print(f"model {model_path} | CPU threads {torch.get_num_threads()} | LoRA r{args.lora_rank} lr {lr:g}")
+    print(f"{args.interactions} interactions within {args.minutes:g} min, {args.evals} evaluation points | output {out}")
+    print("=" * 78, flush=True)
+
+    say("loading the serving engine and starting the server (OpenAI API + RL intercept)")
+    engine = HFEngine.load(model_path, dtype="float32", device="cpu", max_batch_size=max(16, args.concurrency))
+    app = create_app(ServerConfig(rl=RLConfig(enabled=True, buffer_dir=buffer_dir, session_idle_timeout=900.0)),
+                     engine=engine)
+    server = serve_in_background(app)
+    url = server.base_url
+    judge = trainer = None
+    try:
+        say(f"server at {url}; starting the CPU judge on {buffer_dir}")
+        judge = JudgeService(JudgeConfig(backend="cpu", num_workers=1, batch_size=16, poll_interval_s=0.3), buffer_dir).start()
+        extra = ["--custom-rm-path", LENGTH_REWARD] if args.reward == "length" else []
+        flags = method_flags(args.method, model_path=model_path, engine_addr=url.split("//", 1)[1],
+                             buffer_dir=str(buffer_dir), batch_size=args.batch_size, lr=lr, lora_rank=args.lora_rank,
+                             wait_timeout=3.0, extra=extra + ["--log-dir", str(out / "logs")])
+        (out / "trainer_flags.txt").write_text(" ".join(flags) + "\n")
+        say("loading the trainer (slime FSDP actor, LoRA) with the method's plugins")
+        trainer = BackgroundTrainer(flags, url)
+        tok = trainer.actor.tokenizer
+        heldout, probe = ev.heldout_prompts()[: args.eval_limit], ev.load_probe()[: args.eval_limit]
+        signal = load_plugin("openclaw-rl/openclaw_buffer_rollout.py:turn_signal")
+        # Which judged turns the trainer will take (with the length reward: every turn with feedback).
+        kinds = frozenset({"hint+score", "hint", "score", "none"}) if args.reward == "length" else \
+            load_plugin("openclaw-rl/openclaw_buffer_rollout.py:trainable_kinds")(args.method)
+
+        def measure(n: int) -> Any:
+            with trainer.pause():
+                say(f"evaluating at {n} interactions ({len(heldout)} held-out prompts, {len(probe)} probe questions)")
+                point = ev.evaluate(url, tok, persona, heldout, probe, interactions=n,
+                                    weight_version=trainer.weight_version, max_tokens=args.max_tokens,
+                                    kl_model=trainer.model)
+            kl = "-" if point.kl_to_base is None else f"{point.kl_to_base:.3f}"
+            say(f"  acceptance {point.acceptance:.1f}% | short {point.preference:.1f}% | on topic {point.on_topic:.1f}% "
+                f"| capability {point.capability:.1f}% | {point.mean_words:.0f} words | KL {kl} ({point.seconds:.0f}s)")
+            return point
+
+        points = [measure(0)]
+        trainer.start()
+        users = SimulatedUsers(url, persona, ev.train_prompts(), seed=args.seed, max_tokens=args.max_tokens)
+        milestones = sorted({max(1, round(args.interactions * k / args.evals)) for k in range(1, args.evals + 1)})
+        deadline = time.monotonic() + args.minutes * 60
+        watch = TrajectoryBuffer.open(buffer_dir)
+        consumer = trainer.data_source.cfg.consumer_id
+        accepted_live = 0
+        done = 0
+        try:
+            for milestone in milestones:
+                while done < milestone and time.monotonic() < deadline:
+                    if trainer.state.error is not None:
+                        raise RuntimeError(f"trainer failed: {trainer.state.error}") from trainer.state.error
+                    # Stay near on-policy: talk again only when the trainer has (almost) caught up.
+                    if _backlog(watch, consumer, set(trainer.data_source.pending), kinds, signal) >= args.batch_size:
+                        time.sleep(0.5)  # polling the trainer's progress (a separate thread)
+                        continue
+                    n = min(args.batch_size, milestone - done)
+                    got = users.drive(n, args.concurrency)
+                    done += n
+                    accepted_live += sum(i.accepted for i in got)
+                    last = trainer.state.steps[-1] if trainer.state.steps else None
+                    lm = last.metrics if last else {}
+                    say(f"interactions {done}/{args.interactions} (live acceptance {100 * accepted_live / done:.0f}%) | "
+                        f"train steps {len(trainer.state.steps)}, samples {trainer.state.trained_samples}, "
+                        f"version {trainer.weight_version}"
+                        + (f" | reward {lm.get('rollout/raw_reward_mean', 0):+.2f} loss {lm.get('loss/total', 0):+.3f}"
+                           if last else ""))
+                if time.monotonic() >= deadline and done < milestone:
+                    say(f"time budget of {args.minutes:g} min reached at {done} interactions")
+                    break
+                points.append(measure(done))
+        finally:
+            watch.close()
+        trainer.stop()
+        if trainer.state.error is not None:
+            raise RuntimeError(f"trainer failed: {trainer.state.error}") from trainer.state.error
+        if points[-1].interactions != done:
+            points.append(measure(done))
+    finally:
+        if trainer is not None:
+            trainer.stop()
+        if judge is not None:
+            judge.stop()
+        server.stop()
+        import asyncio
+
+        asyncio.run(engine.shutdown())
+
+    result = report.verdict(points[0], points[-1], target=args.target)
+    title = f"OpenClaw-RL demo: {args.method}" + (" (length-only reward)" if args.reward == "length" else "")
+    png = report.plot(points, out / "learning.png", title)
+    steps = trainer.state.steps
+    summary = {
+        "method": args.method, "reward": args.reward, "interactions": done, "train_steps": len(steps),
+        "trained_samples": trainer.state.trained_samples, "weight_version": trainer.weight_version,
+        "live_acceptance": 100 * accepted_live / max(1, done), "lr": lr, "lora_rank": args.lora_rank,
+        "minutes": (time.monotonic() - say.t0) / 60, "verdict": result.status, "reason": result.reason,
+        "points": [p.to_dict() for p in points], "steps": [s.__dict__ for s in steps],
+    }
+    (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
+    print()
+    print(report.table(points))
+    print()
+    print(f"before: {points[0].examples[0]['reply'][:160]!r}")
+    print(f"after:  {points[-1].examples[0]['reply'][:160]!r}")
+    print(f"\nVERDICT: {result.status}: {result.reason}")
+    print(f"plot: {png}\nresults: {out / 'results.json'}  ({summary['minutes']:.1f} min total)", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=os.environ.get("OPENCLAW_LOG_LEVEL", "WARNING"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""Measuring learning without the judge: the persona's own rule on held-out prompts, a fixed
+capability probe, and KL(policy || base) on the policy's own held-out answers.
+
+Replies come from the served engine through SGLang's native `/generate` (greedy, so every
+evaluation point is deterministic), which the RL intercept never records: evaluation traffic
+is never trained on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from openclaw.demo.personas import DATA_DIR, PromptItem, load_prompts, on_topic, words
+
+
+@dataclass(frozen=True)
+class ProbeItem:
+    question: str
+    answers: tuple[str, ...]
+
+
+def load_probe(name: str = "capability_probe.jsonl") -> list[ProbeItem]:
+    rows = [json.loads(line) for line in (DATA_DIR / name).read_text().splitlines() if line.strip()]
+    return [ProbeItem(r["question"], tuple(a.lower() for a in r["answers"])) for r in rows]
+
+
+def probe_correct(reply: str, item: ProbeItem) -> bool:
+    low = reply.lower()
+    return any(a in low for a in item.answers)
+
+
+@dataclass
+class EvalPoint:
+    interactions: int
+    weight_version: int
+    acceptance: float  # % of held-out replies the persona accepts (preference met AND on topic)
+    preference: float  # % meeting the preference alone (what a length-only reward optimises)
+    on_topic: float  # % carrying the prompt's reference facts
+    capability: float  # % of probe questions answered correctly
+    mean_words: float
+    kl_to_base: float | None  # mean per-token KL(policy || base) on the held-out replies
+    seconds: float = 0.0
+    examples: list[dict[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def chat_prompt_ids(tokenizer: Any, text: str) -> list[int]:
+    from openclaw.server.prompting import ToolMode, render_prompt
+
+    return render_prompt(tokenizer, [{"role": "user", "content": text}], None, ToolMode(parse=False)).input_ids
+
+
+def generate_greedy(url: str, tokenizer: Any, prompts: list[str], max_tokens: int) -> list[tuple[list[int], list[int], str]]:
+    """(prompt ids, output ids, text) per prompt, one batched /generate call."""
+    from openclaw.engines.sglang_client import SyncSGLangClient
+
+    ids = [chat_prompt_ids(tokenizer, p) for p in prompts]
+    with SyncSGLangClient(url, timeout=1800) as client:
+        outs = client.generate({"input_ids": ids, "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0.0,
+                                                                      "skip_special_tokens": True}})
+    outs = outs if isinstance(outs, list) else [outs]
+    return [(p, list(o["output_ids"]), str(o.get("text", "")).strip()) for p, o in zip(ids, outs)]
+
+
+@torch.no_grad()
+def kl_to_base(model: Any, sequences: list[tuple[list[int], list[int]]], micro_batch: int = 4) -> float | None:
+    """Mean over response tokens of KL(policy(.|ctx) || base(.|ctx)), full vocabulary. `model`
+    is the trainer's PEFT model: the base is the same model with its adapters disabled."""
+    if not hasattr(model, "disable_adapter"):
+        return None
+    total, count = 0.0, 0
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(sequences), micro_batch):
+            chunk = [(p, r) for p, r in sequences[start:start + micro_batch] if r]
+            if not chunk:
+                continue
+            width = max(len(p) + len(r) for p, r in chunk)
+            ids = torch.zeros((len(chunk), width), dtype=torch.long)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for i, (p, r) in enumerate(chunk):
+                ids[i, : len(p) + len(r)] = torch.tensor(p + r)
+                mask[i, : len(p) + len(r)] = 1
+            pol = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits.float(), -1)
+            with model.disable_adapter():
+                base = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits.float(), -1)
+            for i, (p, r) in enumerate(chunk):
+                sl = slice(len(p) - 1, len(p) + len(r) - 1)  # positions predicting the response tokens
+                kl = (pol[i, sl].exp() * (pol[i, sl] - base[i, sl])).sum(-1)
+                total += float(kl.sum())
+                count += kl.numel()
+    finally:
+        model.train(was_training)
+    return total / count if count else None
+
+
+def evaluate(url: str, tokenizer: Any, persona: Any, heldout: list[PromptItem], probe: list[ProbeItem], *,
+             interactions: int, weight_version: int, max_tokens: int, probe_max_tokens: int = 32,
+             kl_model: Any = None, n_examples: int = 3) -> EvalPoint:
+    import random
+    import time
+
+    t0 = time.perf_counter()
+    rng = random.Random(0)
+    replies = generate_greedy(url, tokenizer, [h.prompt for h in heldout], max_tokens)
+    verdicts = [persona.judge(text, item, rng) for (_, _, text), item in zip(replies, heldout)]
+    answers = generate_greedy(url, tokenizer, [q.question for q in probe], probe_max_tokens)
+    n = max(1, len(heldout))
+    kl = kl_to_base(kl_model, [(p, r) for p, r, _ in replies]) if kl_model is not None else None
+    return EvalPoint(
+        interactions=interactions, weight_version=weight_version,
+        acceptance=100.0 * sum(v.accepted for v in verdicts) / n,
+        preference=100.0 * sum(v.meets_preference for v in verdicts) / n,
+        on_topic=100.0 * sum(v.on_topic for v in verdicts) / n,
+        capability=100.0 * sum(probe_correct(t, q) for (_, _, t), q in zip(answers, probe)) / max(1, len(probe)),
+        mean_words=sum(words(t) for _, _, t in replies) / n,
+        kl_to_base=kl, seconds=time.perf_counter() - t0,
+        examples=[{"prompt": item.prompt, "reply": text} for (_, _, text), item in list(zip(replies, heldout))[:n_examples]],
+    )
+
+
+def heldout_prompts() -> list[PromptItem]:
+    return load_prompts("persona_heldout_prompts.jsonl")
+
+
+def train_prompts() -> list[PromptItem]:
+    return load_prompts("persona_train_prompts.jsonl")
+
+
+__all__ = ["EvalPoint", "ProbeItem", "evaluate", "heldout_prompts", "kl_to_base", "load_probe", "on_topic",
+           "probe_correct", "train_prompts"]

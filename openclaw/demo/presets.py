@@ -1,0 +1,52 @@
+"""Trainer flags of the three personal-agent methods (the same ones their launch scripts pass).
+
+The method folders are plugin folders, not packages: the trainer loads them by file path,
+resolved against the current directory and then the repository root.
+"""
+
+from __future__ import annotations
+
+METHODS = ("combine", "rl", "opd")
+
+_METHOD_FLAGS: dict[str, list[str]] = {
+    "rl": [
+        "--extra-args-provider-path", "openclaw-rl/openclaw_rl_args.py",
+        "--rollout-function-path", "openclaw-rl/openclaw_buffer_rollout.py:generate_rollout",
+        "--advantage-estimator", "grpo", "--disable-rewards-normalization",
+    ],
+    "opd": [
+        "--extra-args-provider-path", "openclaw-opd/openclaw_opd_args.py",
+        "--rollout-function-path", "openclaw-opd/openclaw_opd_rollout.py:generate_rollout",
+        "--advantage-estimator", "on_policy_distillation",
+    ],
+    "combine": [
+        "--extra-args-provider-path", "openclaw-combine/openclaw_combine_args.py",
+        "--rollout-function-path", "openclaw-combine/openclaw_combine_rollout.py:generate_rollout",
+        "--custom-loss-function-path", "openclaw-combine/combine_loss.py:combine_loss",
+        "--advantage-estimator", "grpo", "--disable-rewards-normalization",
+    ],
+}
+
+
+def method_flags(method: str, *, model_path: str, engine_addr: str, buffer_dir: str, batch_size: int,
+                 lr: float, lora_rank: int, wait_timeout: float | None, extra: list[str] | None = None) -> list[str]:
+    """Flags for slime's parse_config: one method on the embedded CPU preset (LoRA, external
+    engine = the serving server, behaviour log-probs as the PPO denominator)."""
+    if method not in _METHOD_FLAGS:
+        raise ValueError(f"--method must be one of {METHODS}, got {method!r}")
+    flags = [
+        "--hf-checkpoint", model_path, "--rollout-backend", "external", "--rollout-external-engine-addrs", engine_addr,
+        "--data-source-path", "openclaw-rl/openclaw_buffer_rollout.py:BufferDataSource",
+        *_METHOD_FLAGS[method],
+        "--rl-buffer-dir", buffer_dir, "--buffer-min-batch", str(batch_size),
+        "--rollout-batch-size", str(batch_size), "--n-samples-per-prompt", "1", "--num-rollout", "1000000",
+        "--use-rollout-logprobs", "--rollout-temperature", "1.0",
+        "--use-lora", "--lora-rank", str(lora_rank), "--lora-alpha", str(2 * lora_rank),
+        "--lora-target-modules", "all-linear",
+        "--lr", str(lr), "--weight-decay", "0", "--clip-grad", "1.0",
+        "--use-dynamic-batch-size", "--max-tokens-per-gpu", "4096",
+        "--no-progress-bar",
+    ]
+    if wait_timeout is not None:
+        flags += ["--buffer-wait-timeout", str(wait_timeout)]
+    return flags + list(extra or [])

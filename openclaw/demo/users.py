@@ -1,0 +1,77 @@
+"""Simulated users talking to the served model through the OpenAI API, as a person would.
+
+One interaction = one session: the user asks a training prompt, reads the reply, and answers
+in natural language according to the persona ("No, that's too long..." / "Thanks, perfect.").
+That answer is sent as the next message of the session with `X-Session-Done` (max_tokens 1:
+the session ends there), which is how the RL intercept learns the turn's next state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from openclaw.demo.personas import PromptItem
+
+
+@dataclass(frozen=True)
+class Interaction:
+    session_id: str
+    prompt: str
+    reply: str
+    accepted: bool
+    feedback: str
+
+
+class SimulatedUsers:
+    def __init__(self, base_url: str, persona: Any, prompts: list[PromptItem], *, seed: int = 0,
+                 max_tokens: int = 100, temperature: float = 1.0, api_key: str | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.persona = persona
+        self.prompts = list(prompts)
+        self.rng = random.Random(seed)
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.count = 0
+
+    async def _chat(self, client: httpx.AsyncClient, sid: str, messages: list[dict[str, str]], max_tokens: int,
+                    done: bool = False) -> str:
+        headers = dict(self.headers, **{"X-Session-Id": sid})
+        if done:
+            headers["X-Session-Done"] = "true"
+        r = await client.post("/v1/chat/completions", headers=headers, json={
+            "model": "default", "messages": messages, "max_tokens": max_tokens, "temperature": self.temperature})
+        if r.status_code != 200:
+            raise RuntimeError(f"chat request failed: HTTP {r.status_code}: {r.text[:300]}")
+        return r.json()["choices"][0]["message"].get("content") or ""
+
+    async def _one(self, client: httpx.AsyncClient, index: int, item: PromptItem, rng: random.Random) -> Interaction:
+        sid = f"demo-user-{index}"
+        question = {"role": "user", "content": item.prompt}
+        reply = await self._chat(client, sid, [question], self.max_tokens)
+        verdict = self.persona.judge(reply, item, rng)
+        await self._chat(client, sid, [question, {"role": "assistant", "content": reply},
+                                       {"role": "user", "content": verdict.feedback}], 1, done=True)
+        return Interaction(sid, item.prompt, reply, verdict.accepted, verdict.feedback)
+
+    async def drive_async(self, n: int, concurrency: int) -> list[Interaction]:
+        async with httpx.AsyncClient(base_url=self.base_url, timeout=1800) as client:
+            sem = asyncio.Semaphore(max(1, concurrency))
+
+            async def run(i: int) -> Interaction:
+                item = self.rng.choice(self.prompts)
+                rng = random.Random(self.rng.random())
+                async with sem:
+                    return await self._one(client, self.count + i, item, rng)
+
+            out = await asyncio.gather(*(run(i) for i in range(n)))
+        self.count += n
+        return list(out)
+
+    def drive(self, n: int, concurrency: int = 8) -> list[Interaction]:
+        return asyncio.run(self.drive_async(n, concurrency))

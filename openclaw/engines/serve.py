@@ -1,0 +1,105 @@
+"""Serve ONLY SGLang's native endpoints over the embedded engine.
+
+    python -m openclaw.engines.serve --model-path PATH --port 30000
+
+This is the CPU stand-in for `python -m sglang.launch_server`: the trainer launches it as its
+rollout engine and talks to it with `openclaw.engines.sglang_client`, exactly as it would to
+SGLang on GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+from fastapi import FastAPI
+
+from openclaw.engines.sglang_api import sglang_router
+
+
+def create_app(engine) -> FastAPI:
+    """A FastAPI app with the SGLang endpoints; the engine is shut down with the app."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        await engine.shutdown()
+
+    app = FastAPI(title="openclaw embedded engine (SGLang API)", lifespan=lifespan)
+    app.include_router(sglang_router(engine))
+    app.state.engine = engine
+    return app
+
+
+@contextlib.contextmanager
+def serve_in_thread(app, host: str = "127.0.0.1", startup_timeout: float = 60.0) -> Iterator[str]:
+    """Run `app` with uvicorn on a free port in a background thread; yields its base URL.
+
+    Real HTTP for tests and benchmarks; the server is stopped (and its lifespan shutdown run)
+    when the block exits.
+    """
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"uvicorn on {host}:{port} did not start within {startup_timeout}s")
+        time.sleep(0.01)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m openclaw.engines.serve", description=__doc__.splitlines()[0])
+    p.add_argument("--model-path", default=os.environ.get("MODEL_PATH"),
+                   help="HF folder or PEFT adapter folder (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--max-batch-size", "--max-running-requests", dest="max_batch_size", type=int, default=16)
+    p.add_argument("--served-model-name", default=None)
+    p.add_argument("--num-threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
+    p.add_argument("--log-level", default="warning")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import uvicorn
+
+    from openclaw.engines.hf_engine import HFEngine
+
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper())
+    if args.num_threads:
+        import torch
+
+        torch.set_num_threads(args.num_threads)
+    engine = HFEngine.load(args.model_path, dtype=args.dtype, device=args.device,
+                           max_batch_size=args.max_batch_size, served_model_name=args.served_model_name)
+    print(f"openclaw engine ready: http://{args.host}:{args.port} model={engine.model_path} "
+          f"dtype={args.dtype} device={engine.device}", flush=True)
+    uvicorn.run(create_app(engine), host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""The TurnObserver the server awaits before delivering each response: redact, identify the
+session, pair the previous turn with its next state, and store the record durably."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from openclaw.buffer import AppendOp, AttachOp, BufferFull, CountOp, FinalizeOp, RecordError, TrajectoryBuffer, TurnRecord
+from openclaw.buffer.store import C_OPTED_OUT, C_REDACTED, Op
+from openclaw.intercept.config import InterceptConfig
+from openclaw.intercept.redact import Redactor
+from openclaw.intercept.sessions import SessionTracker
+from openclaw.intercept.writer import GroupCommitWriter
+
+log = logging.getLogger("openclaw.intercept")
+
+
+class InterceptObserver:
+    """Implements openclaw.server.hooks.TurnObserver."""
+
+    def __init__(self, config: InterceptConfig):
+        self.config = config
+        self.buffer = TrajectoryBuffer.open(config.buffer_dir, max_mb=config.buffer_max_mb, durability=config.durability)
+        self.redactor = Redactor(extra=config.compiled_redact) if config.redact else None
+        self.tracker = SessionTracker(config)
+        self._restore()
+        self.writer = GroupCommitWriter(self.buffer, config.max_batch)
+        self._maintenance: asyncio.Task | None = None
+        self._last_retention = 0.0
+        self._closed = False
+
+    def _restore(self) -> None:
+        """After a restart: finalize sessions idle too long, rebuild the rest (continuity index
+        and open turn) from the buffer, so a conversation continues in the same session."""
+        self.buffer.finalize_idle_sessions(self.config.session_idle_timeout)
+        for s in self.buffer.open_sessions():
+            turns = [t for t in self.buffer.session_turns(s["session_id"]) if t.turn_type == "main"]
+            if turns:
+                self.tracker.restore(s["session_id"], turns[-1], s["last_seen"])
+
+    # ------------------------------------------------------------------ TurnObserver
+    async def on_turn(self, turn: Any) -> None:
+        if self._closed:
+            raise RuntimeError("RL intercept is closed")
+        self._ensure_maintenance()
+        now = time.time()
+        control = turn.control
+        decision = self.tracker.observe(
+            control=control, messages=turn.messages, tools=turn.tools, content=turn.content,
+            tool_calls=turn.tool_calls, now=now,
+        )
+        ops: list[Op] = []
+        if decision.finalize_before:
+            ops.append(FinalizeOp(decision.session_id, "opt_out"))
+        record: TurnRecord | None = None
+        if decision.store:
+            if decision.attach_to is not None and decision.next_state is not None:
+                ns, _ = self._redact(decision.next_state)
+                ops.append(AttachOp(decision.attach_to, ns))
+            record = self._record(turn, decision, now)
+            ops.append(AppendOp(record))
+            if record.metadata.get("redactions"):
+                ops.append(CountOp(C_REDACTED, 1))
+        else:
+            ops.append(CountOp(C_OPTED_OUT, 1))
+        if decision.finalize:
+            ops.append(FinalizeOp(decision.session_id, "session_done"))
+        self.tracker.recorded(decision, record)  # before any await: atomic w.r.t. other turns
+        results = await self.writer.submit(ops)
+        for op, res in zip(ops, results):
+            if isinstance(op, AppendOp) and isinstance(res, BufferFull):
+                # Served anyway: the size policy refuses new records; counted and logged by the buffer.
+                log.warning("turn of session %s not stored: %s", decision.session_id, res)
+            elif isinstance(op, AppendOp) and isinstance(res, Exception):
+                raise res
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+            try:
+                await self._maintenance
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        await asyncio.to_thread(self.writer.close)
+        self.buffer.close()
+
+    # ------------------------------------------------------------------ records
+    def _redact(self, value: Any) -> tuple[Any, int]:
+        if self.redactor is None:
+            return value, 0
+        return self.redactor.redact(value)
+
+    def _record(self, turn: Any, decision: Any, now: float) -> TurnRecord:
+        messages, n_msgs = self._redact(turn.messages)
+        tools, n_tools = self._redact(turn.tools)
+        text, n_text = self._redact(turn.text)
+        content, n_content = self._redact(turn.content)
+        tool_calls, n_calls = self._redact(turn.tool_calls)
+        n_prompt, n_resp = n_msgs + n_tools, n_text + n_content + n_calls
+        meta: dict[str, Any] = {
+            "session_source": decision.source,
+            "finish_reason": turn.finish_reason,
+        }
+        prompt_ids, response_ids, logprobs = list(turn.prompt_ids), list(turn.output_ids), list(turn.output_logprobs)
+        trainable = decision.turn_type == "main"
+        if n_prompt or n_resp:
+            # The ids of a secret are the secret: keep only the redacted text, never the ids.
+            meta["redactions"] = {"prompt": n_prompt, "response": n_resp}
+            prompt_ids, response_ids, logprobs = [], [], []
+            trainable = False
+            meta["untrainable_reason"] = "redacted"
+        elif trainable and (not response_ids or len(logprobs) != len(response_ids) or not prompt_ids):
+            meta["untrainable_reason"] = "missing token ids or 1:1 log-probs"
+            trainable = False
+        rec = TurnRecord(
+            session_id=decision.session_id,
+            turn_index=None,
+            turn_type=decision.turn_type,
+            messages=messages,
+            tools=tools,
+            prompt_ids=prompt_ids,
+            response_ids=response_ids,
+            response_logprobs=logprobs if len(logprobs) == len(response_ids) else [],
+            response_text=text,
+            content=content,
+            tool_calls=tool_calls,
+            model=turn.served_model,
+            weight_version=int(turn.weight_version),
+            created_at=float(turn.created_at),
+            finished_at=float(turn.finished_at),
+            request_id=turn.request_id,
+            trainable=trainable,
+            metadata=meta,
+        )
+        try:
+            rec.validate()
+        except RecordError as e:  # e.g. a positive log-prob from a broken engine: keep text only
+            rec.prompt_ids, rec.response_ids, rec.response_logprobs = [], [], []
+            rec.trainable = False
+            meta["untrainable_reason"] = f"invalid: {e}"
+        return rec
+
+    # ------------------------------------------------------------------ maintenance
+    def _ensure_maintenance(self) -> None:
+        if self._maintenance is None or self._maintenance.done():
+            self._maintenance = asyncio.get_running_loop().create_task(self._maintain())
+
+    async def _maintain(self) -> None:
+        """Idle-session finalization and retention purge, off the request path."""
+        period = min(self.config.maintenance_interval, self.config.session_idle_timeout / 2)
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self.run_maintenance()
+            except Exception:  # noqa: BLE001 - keep maintaining; the next round retries
+                log.exception("RL intercept maintenance failed")
+
+    async def run_maintenance(self) -> None:
+        now = time.time()
+        gone = self.tracker.expire(now, self.config.session_idle_timeout)
+        if gone:
+            await self.writer.submit([FinalizeOp(sid, "idle") for sid in gone])
+        ttl = self.config.retention_ttl
+        if ttl is not None and now - self._last_retention >= min(ttl / 10, 3600.0):
+            self._last_retention = now
+            await self.writer.call(lambda b: b.purge_older_than(ttl))
+
+    def stats(self) -> dict[str, Any]:
+        st = self.buffer.stats()
+        st["tracked_sessions"] = len(self.tracker)
+        st["group_commits"] = self.writer.commits
+        return st

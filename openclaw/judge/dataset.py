@@ -1,0 +1,46 @@
+"""Labeled judge data: JSONL with response, next_state, next_state_role, label in {1, -1, 0}."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from openclaw.judge.schema import JudgeInput
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+DEV_PATH = DATA_DIR / "dev.jsonl"
+TRAIN_PATH = DATA_DIR / "train.jsonl"
+
+
+def load_labeled(path: str | Path) -> tuple[list[JudgeInput], list[int]]:
+    """Parse and validate; raises ValueError naming the file and line on bad input."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such data file: {path}")
+    items, labels = [], []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+            if not isinstance(rec, dict):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object")
+            for key in ("response", "next_state", "label"):
+                if key not in rec:
+                    raise ValueError(f"{path}:{lineno}: missing field {key!r}")
+            label = rec["label"]
+            if isinstance(label, bool) or not isinstance(label, (int, float)) or int(label) != label \
+                    or int(label) not in (1, -1, 0):
+                raise ValueError(f"{path}:{lineno}: label must be 1, -1 or 0, got {label!r}")
+            items.append(JudgeInput(
+                response=str(rec["response"] or ""), next_state=str(rec["next_state"] or ""),
+                next_state_role=str(rec.get("next_state_role") or "user"), prompt=rec.get("prompt"),
+                turn_id=rec.get("id", lineno),
+            ))
+            labels.append(int(label))
+    if not items:
+        raise ValueError(f"{path}: no records")
+    return items, labels

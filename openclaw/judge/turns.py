@@ -1,0 +1,69 @@
+"""Buffer turn record -> judge input, and judge result -> the judgement dict stored back."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from openclaw.judge.schema import JudgeInput, JudgeResult
+
+MAX_TOOL_CALL_CHARS = 1000
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def response_text(rec: Any) -> str:
+    """What the assistant said, plus its tool calls (a tool's output judges the call)."""
+    text = rec.content if rec.content is not None else (rec.response_text or "")
+    calls = []
+    for tc in rec.tool_calls or []:
+        fn = (tc or {}).get("function") or {}
+        calls.append(f"{fn.get('name', '?')}({fn.get('arguments', '')})")
+    if calls:
+        text = (text + "\n" if text else "") + "[tool calls] " + "; ".join(calls)[:MAX_TOOL_CALL_CHARS]
+    return text
+
+
+def next_state_of(rec: Any) -> tuple[str, str] | None:
+    """(text, role) of the record's next state, None when the session ended without one."""
+    ns = rec.next_state
+    if not ns:
+        return None
+    role = str(ns.get("role") or "user")
+    msgs = ns.get("messages")
+    if isinstance(msgs, list) and len(msgs) > 1 and role == "tool":
+        # Several tool results answer one assistant message: judge them together.
+        return "\n".join(_text(m.get("content")) for m in msgs if isinstance(m, dict)), role
+    return _text(ns.get("content")), role
+
+
+def to_input(rec: Any) -> JudgeInput | None:
+    ns = next_state_of(rec)
+    if ns is None:
+        return None
+    return JudgeInput(response=response_text(rec), next_state=ns[0], next_state_role=ns[1],
+                      prompt=rec.messages, turn_id=rec.turn_id)
+
+
+def no_next_state_result() -> JudgeResult:
+    """A session that ended after this turn: nothing to learn from, reward 0 without a call."""
+    return JudgeResult(reward=0.0, votes=[], backend="none", rationale="session ended without a next state",
+                       vote_reason="no_next_state", hint_reason="no_next_state")
+
+
+def judgement_payload(result: JudgeResult, worker_id: str) -> dict[str, Any]:
+    d = result.to_dict()
+    d["score"] = result.reward  # the key trainers read (TrajectoryBuffer contract)
+    d["worker_id"] = worker_id
+    d["judged_at"] = time.time()
+    json.dumps(d)  # fail here, with the worker's error handling, rather than inside the buffer
+    return d

@@ -1,0 +1,239 @@
+"""Sandbox sessions (one per episode: a private work dir) and a pool bounding concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shlex
+import shutil
+import stat
+import tempfile
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from openclaw.sandbox.command import build_argv, require_tools, sandbox_env
+from openclaw.sandbox.config import SandboxConfig
+from openclaw.sandbox.process import SpawnSpec, run_spawn
+from openclaw.sandbox.result import ExecResult
+from openclaw.sandbox.uids import (
+    UidLease,
+    kill_uid_processes,
+    lease_uid,
+    pids_of_uid,
+    wait_uid_idle,
+)
+
+log = logging.getLogger(__name__)
+
+NO_SANDBOX_WARNING = (
+    "\n" + "!" * 78 + "\n"
+    "!! SANDBOX DISABLED (--sandbox none): model-written commands run directly on this host\n"
+    "!! with your user's permissions, network and files. Use only for trusted local debugging.\n"
+    + "!" * 78
+)
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _rmtree(path: str) -> None:
+    def fix_and_retry(func, p, _exc):  # the agent may have chmod'ed things 000
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            os.chmod(p, 0o700)
+            func(p)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=fix_and_retry)
+
+
+class SandboxSession:
+    """One episode's sandbox: a writable work dir that persists across its commands.
+
+    Each `run` is a fresh process tree (shell state such as `cd` or background jobs does not
+    carry over between commands; files do).
+    """
+
+    def __init__(self, config: SandboxConfig, workdir: str, uid: int | None) -> None:
+        self.config = config
+        self.workdir = workdir
+        self.uid = uid
+
+    def _nproc(self) -> int:
+        limit = self.config.limits.max_processes
+        if self.uid is not None:
+            return limit
+        # Unprivileged: RLIMIT_NPROC counts all of our uid's processes, so leave headroom for them.
+        return len(pids_of_uid(os.getuid())) + limit
+
+    async def run(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        ro_binds: Sequence[tuple[str, str]] = (),
+    ) -> ExecResult:
+        """Run a shell string (bash -c) or an argv inside the sandbox."""
+        argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
+        limits = self.config.limits
+        timeout = limits.wall_timeout_s if timeout_s is None else timeout_s
+        if self.config.kind == "none":
+            return await self._run_unsandboxed(argv, timeout, ro_binds)
+        config = self.config
+        if ro_binds:
+            config = _with_binds(config, ro_binds)
+        # The lifeline: only we hold the write end, so it closes exactly when we die.
+        lifeline_r, lifeline_w = os.pipe()
+        try:
+            spec = SpawnSpec(
+                argv=build_argv(config, self.workdir, argv, self._nproc(), lifeline_fd=lifeline_r),
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                cwd=None,
+                timeout_s=timeout,
+                max_output_bytes=limits.max_output_bytes,
+                uid=self.uid,
+                pass_fds=(lifeline_r,),
+            )
+            return await run_spawn(spec)
+        finally:
+            os.close(lifeline_r)
+            os.close(lifeline_w)
+
+    async def _run_unsandboxed(
+        self, argv: list[str], timeout: float, ro_binds: Sequence[tuple[str, str]]
+    ) -> ExecResult:
+        env = sandbox_env(self.config)
+        env["HOME"] = self.workdir
+        # Without bind mounts, extra paths are exposed as env vars naming the host path.
+        for host, inside in ro_binds:
+            env["SANDBOX_BIND_" + inside.strip("/").replace("/", "_").upper()] = host
+        limits = self.config.limits
+        prlimit = [
+            shutil.which(self.config.prlimit_path) or "prlimit",
+            f"--cpu={limits.cpu_seconds}",
+            f"--as={limits.address_space_bytes}",
+            f"--fsize={limits.file_size_bytes}",
+            "--",
+        ]
+        spec = SpawnSpec(
+            argv=prlimit + argv,
+            env=env,
+            cwd=self.workdir,
+            timeout_s=timeout,
+            max_output_bytes=limits.max_output_bytes,
+            signal_as_128_plus=False,
+            kill_group_after_exit=True,
+        )
+        return await run_spawn(spec)
+
+    def stage(self, name: str, files: dict[str, str | bytes]) -> str:
+        """Write read-only files (e.g. a task's tests) beside the work dir; returns the host dir.
+
+        Bind it with `run(..., ro_binds=[(dir, "/tests")])`: the sandbox uid can read it (the
+        episode's parent dir is traversable) but neither it nor the agent can change it.
+        """
+        if not name or "/" in name or name in (".", "..", "work"):
+            raise ValueError(f"bad stage name {name!r}")
+        base = Path(self.workdir).parent / name
+        base.mkdir(mode=0o755, exist_ok=True)
+        for rel, data in files.items():
+            target = (base / rel).resolve()
+            if base.resolve() not in target.parents:
+                raise ValueError(f"{rel!r} escapes the staged dir")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            for parent in target.parents:
+                if parent == base.parent:
+                    break
+                os.chmod(parent, 0o755)
+            target.write_bytes(data.encode() if isinstance(data, str) else data)
+            os.chmod(target, 0o755 if rel.endswith(".sh") else 0o644)
+        return str(base)
+
+    def sandbox_path(self, host_or_rel: str) -> str:
+        """Where a work-dir-relative path appears to commands."""
+        base = self.workdir if self.config.kind == "none" else self.config.workdir_in_sandbox
+        return os.path.join(base, host_or_rel)
+
+    def write_file(self, rel_path: str, data: str | bytes, mode: int = 0o644) -> Path:
+        """Write a file into the work dir from the host, owned by the episode's uid."""
+        root = Path(self.workdir).resolve()
+        target = (root / rel_path).resolve()
+        if root != target and root not in target.parents:
+            raise ValueError(f"{rel_path!r} escapes the work dir")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        payload = data.encode() if isinstance(data, str) else data
+        target.write_bytes(payload)
+        os.chmod(target, mode)
+        if self.uid is not None:
+            path = target
+            while path != root.parent:
+                os.chown(path, self.uid, self.uid)
+                path = path.parent
+        return target
+
+
+def _with_binds(config: SandboxConfig, binds: Sequence[tuple[str, str]]) -> SandboxConfig:
+    from dataclasses import replace
+
+    return replace(config, extra_ro_binds=tuple(config.extra_ro_binds) + tuple(binds))
+
+
+def quote_command(argv: Sequence[str]) -> str:
+    return shlex.join(argv)
+
+
+class SandboxPool:
+    """At most `size` concurrent episodes (PARALLEL_ENVS); each gets a fresh work dir and uid."""
+
+    def __init__(self, config: SandboxConfig, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"pool size (PARALLEL_ENVS) must be >= 1, got {size}")
+        self.config = config
+        self.size = size
+        self._semaphore = asyncio.Semaphore(size)
+        if config.kind == "none":
+            log.warning(NO_SANDBOX_WARNING)
+        else:
+            require_tools(config)  # fail now, with instructions, not mid-rollout
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[SandboxSession]:
+        async with self._semaphore:
+            lease: UidLease | None = None
+            if self.config.kind == "bwrap" and _is_root():
+                lease = lease_uid(self.config.uid_base)
+                # The lock was free, so any process still running as this uid was orphaned by a
+                # holder that died: it must not share the new episode's process limit or files.
+                orphans = kill_uid_processes(lease.uid)
+                if orphans:
+                    log.warning("killed orphaned sandbox processes %s (uid %d)", orphans, lease.uid)
+            root = self.config.workdir_root or os.path.join(tempfile.gettempdir(), "openclaw-sandbox")
+            os.makedirs(root, exist_ok=True)
+            if lease is not None:
+                os.chmod(root, 0o711)  # episode uids must traverse it to reach their own dir
+            # The parent is traversable (not listable) so the episode uid can reach its own dir.
+            parent = tempfile.mkdtemp(prefix="openclaw-sbx-", dir=root)
+            os.chmod(parent, stat.S_IRWXU | stat.S_IXGRP | stat.S_IXOTH)
+            workdir = os.path.join(parent, "work")
+            os.mkdir(workdir, 0o755)
+            if lease is not None:
+                os.chown(workdir, lease.uid, lease.uid)
+            try:
+                yield SandboxSession(self.config, workdir, lease.uid if lease else None)
+            finally:
+                if lease is not None and not await wait_uid_idle(lease.uid):
+                    strays = kill_uid_processes(lease.uid)
+                    if strays:
+                        log.warning("killed stray sandbox processes %s (uid %d)", strays, lease.uid)
+                if lease is not None:
+                    lease.release()
+                await asyncio.to_thread(_rmtree, parent)
+
+    async def run_once(self, command: str | Sequence[str], **kwargs) -> ExecResult:
+        """One command in a throwaway session."""
+        async with self.session() as session:
+            return await session.run(command, **kwargs)

@@ -1,0 +1,44 @@
+"""The typed outcome of one sandboxed command."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int  # the command's exit status; 128+N when killed by signal N (bwrap's convention)
+    stdout: str
+    stderr: str
+    truncated: bool  # some output past Limits.max_output_bytes was discarded
+    timed_out: bool
+    killed_reason: str | None  # "timeout", "cpu_limit", "file_size_limit", "signal:SIGKILL", ...
+    duration_s: float
+    stdout_bytes: int = 0  # total bytes the command wrote, including discarded ones
+    stderr_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def observation(self, max_chars: int = 4000) -> str:
+        """A compact text rendering for an agent's observation."""
+        parts = []
+        if self.stdout:
+            parts.append(self.stdout)
+        if self.stderr:
+            parts.append(self.stderr)
+        text = "\n".join(p.rstrip("\n") for p in parts)
+        if len(text) > max_chars:
+            text = text[:max_chars] + "\n...[truncated]"
+            truncated = True
+        else:
+            truncated = self.truncated
+        if truncated and not text.endswith("[truncated]"):
+            text += "\n...[output truncated]"
+        status = f"[exit code {self.exit_code}]"
+        if self.timed_out:
+            status = "[timed out]"
+        elif self.killed_reason:
+            status = f"[killed: {self.killed_reason}, exit code {self.exit_code}]"
+        return f"{text}\n{status}" if text else status

@@ -1,0 +1,103 @@
+"""The FastAPI application: OpenAI-compatible routes + SGLang's native routes on one port."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI
+
+from openclaw import __version__
+from openclaw.engines.base import Engine
+from openclaw.server.chat import chat_completions
+from openclaw.server.config import ServerConfig, default_served_model_name
+from openclaw.server.engine_loader import load_engine
+from openclaw.server.errors import OpenAIError, install_error_handlers
+from openclaw.server.hooks import TurnObserver
+from openclaw.server.middleware import APIKeyMiddleware, BodyLimitMiddleware
+from openclaw.server.observer_loader import build_observer
+from openclaw.server.prompting import template_supports_tools
+from openclaw.server.state import ServerState
+
+log = logging.getLogger("openclaw.server")
+
+
+def _served_name(config: ServerConfig, engine: Engine) -> str:
+    return config.served_model_name or default_served_model_name(engine.model_path)
+
+
+def _mount_sglang_routes(app: FastAPI, engine: Engine) -> None:
+    """SGLang's native API (/generate, /update_weights_from_disk, ...) from the engine package."""
+    try:
+        from openclaw.engines.sglang_api import sglang_router
+    except ImportError:
+        log.warning("openclaw.engines.sglang_api is not available: SGLang native endpoints are not served")
+        return
+    app.include_router(sglang_router(engine))
+
+
+def create_app(config: ServerConfig, engine: Engine | None = None, observer: TurnObserver | None = None) -> FastAPI:
+    """Build the app. Without `engine`, the configured one is loaded now (and shut down with the
+    app); without `observer`, one is built from openclaw.intercept when `config.rl.enabled`."""
+    owns_engine = engine is None
+    if engine is None:
+        engine = load_engine(config.engine, served_model_name=config.served_model_name)
+    owns_observer = observer is None
+    if observer is None:
+        observer = build_observer(config, engine)
+    state = ServerState(config=config, engine=engine, served_model_name=_served_name(config, engine),
+                        observer=observer, tools_in_template=template_supports_tools(engine.tokenizer))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        start = getattr(observer, "start", None)
+        if owns_observer and start is not None:
+            result = start()
+            if hasattr(result, "__await__"):
+                await result
+        try:
+            yield
+        finally:
+            if owns_observer and observer is not None:
+                await observer.aclose()
+            if owns_engine:
+                await engine.shutdown()
+            log.info("OpenClaw-RL server stopped (engine %s)", "shut down" if owns_engine else "left to its owner")
+
+    app = FastAPI(title="OpenClaw-RL server", version=__version__, lifespan=lifespan,
+                  docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.openclaw = state
+    install_error_handlers(app)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "model": state.served_model_name, "weight_version": engine.weight_version}
+
+    @app.get("/v1/models")
+    async def list_models() -> dict[str, Any]:
+        return {"object": "list", "data": [_model_card(state)]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def get_model(model_id: str) -> dict[str, Any]:
+        if model_id != state.served_model_name:
+            raise OpenAIError(404, f"The model '{model_id}' does not exist; this server serves "
+                                   f"'{state.served_model_name}'.", param="model", code="model_not_found")
+        return _model_card(state)
+
+    app.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"])
+
+    _mount_sglang_routes(app, engine)
+    # The last added runs first: auth, then the body limit (a client without the key gets 401
+    # whatever it sends).
+    app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
+    if config.api_key:
+        app.add_middleware(APIKeyMiddleware, api_key=config.api_key)
+    return app
+
+
+def _model_card(state: ServerState) -> dict[str, Any]:
+    return {"id": state.served_model_name, "object": "model", "created": int(state.started_at),
+            "owned_by": "openclaw", "root": state.engine.model_path,
+            "max_model_len": state.engine.max_context_len, "weight_version": state.engine.weight_version}

@@ -1,0 +1,351 @@
+"""`POST /v1/chat/completions`: request -> plan (prompt ids + sampling) -> engine -> OpenAI JSON or SSE.
+
+The RL observer (if any) is awaited after generation and before the client sees the reply
+(non-streaming: before the body; streaming: before the final chunk and `[DONE]`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.responses import Response
+
+from openclaw.engines.base import GenerationRequest, GenerationResult, SamplingParams, TokenEvent
+from openclaw.server.errors import OpenAIError, validation_error
+from openclaw.server.hooks import CompletedTurn, RLControl
+from openclaw.server.prompting import RenderedPrompt, ToolMode, normalize_messages, render_prompt, tool_mode
+from openclaw.server.protocol import ChatCompletionRequest
+from openclaw.server.rl_control import extract_rl_control
+from openclaw.server.sse import ClosingStreamingResponse, sse_event
+from openclaw.server.state import ServerState
+from openclaw.server.toolcalls import (
+    ParsedToolCall,
+    ToolCallStreamFilter,
+    parse_forced_call,
+    parse_tool_calls,
+)
+
+
+@dataclass(frozen=True)
+class ChatPlan:
+    req: ChatCompletionRequest
+    control: RLControl
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    mode: ToolMode
+    prompt: RenderedPrompt
+    gen: GenerationRequest
+    completion_id: str
+    created: int
+
+
+async def read_json_object(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw.strip():
+        raise OpenAIError(400, "The request body is empty; expected a JSON object.", code="invalid_json")
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise OpenAIError(400, f"We could not parse the JSON body of your request ({exc}). The OpenAI API "
+                               "expects a JSON payload.", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise OpenAIError(400, f"The JSON body must be an object, not {type(body).__name__}.", code="invalid_json")
+    return body
+
+
+def parse_request(body: dict[str, Any]) -> ChatCompletionRequest:
+    if "messages" not in body:
+        raise OpenAIError(400, "Missing required parameter: 'messages'.", param="messages", code="missing_required_parameter")
+    if isinstance(body["messages"], list) and not body["messages"]:
+        raise OpenAIError(400, "'messages' must contain at least one message.", param="messages", code="empty_array")
+    try:
+        return ChatCompletionRequest.model_validate(body)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+
+
+def plan_chat(state: ServerState, req: ChatCompletionRequest, control: RLControl) -> ChatPlan:
+    cfg = state.config
+    messages = normalize_messages(req.messages)
+    tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
+    mode = tool_mode(req)
+    try:
+        prompt = render_prompt(state.tokenizer, messages, tools, mode)
+    except Exception as exc:  # a template that rejects this conversation (e.g. role order) is a client error
+        raise OpenAIError(400, f"The chat template could not render these messages: {exc}", param="messages",
+                          code="invalid_messages") from None
+    ctx = state.engine.max_context_len
+    n_prompt = len(prompt.input_ids)
+    requested = req.requested_max_tokens()
+    if n_prompt >= ctx:
+        raise OpenAIError(400, f"This model's maximum context length is {ctx} tokens. However, your messages "
+                               f"resulted in {n_prompt} tokens. Please reduce the length of the messages.",
+                          param="messages", code="context_length_exceeded")
+    if requested is not None and n_prompt + requested > ctx:
+        raise OpenAIError(400, f"This model's maximum context length is {ctx} tokens. However, you requested "
+                               f"{n_prompt + requested} tokens ({n_prompt} in the messages, {requested} in the "
+                               "completion). Please reduce the length of the messages or completion.",
+                          param="max_tokens", code="context_length_exceeded")
+    max_new = requested if requested is not None else min(cfg.default_max_tokens, ctx - n_prompt)
+    params = SamplingParams(
+        max_new_tokens=max_new,
+        temperature=1.0 if req.temperature is None else req.temperature,
+        top_p=1.0 if req.top_p is None else req.top_p,
+        top_k=-1 if req.top_k in (None, 0) else req.top_k,
+        # A forced call is one block: stop at its end rather than let the model ramble on.
+        stop=req.stop_list() + (("</tool_call>",) if mode.forced_name else ()),
+        seed=req.seed,
+    )
+    want_lp = req.logprobs or state.observer is not None
+    completion_id = "chatcmpl-" + uuid.uuid4().hex
+    gen = GenerationRequest(input_ids=tuple(prompt.input_ids), params=params, return_logprob=want_lp,
+                            top_logprobs_num=(req.top_logprobs or 0) if req.logprobs else 0,
+                            request_id=completion_id)
+    return ChatPlan(req=req, control=control, messages=messages, tools=tools, mode=mode, prompt=prompt, gen=gen,
+                    completion_id=completion_id, created=int(time.time()))
+
+
+# ---- shaping the output -----------------------------------------------------------------------
+def split_output(plan: ChatPlan, text: str) -> tuple[str | None, list[ParsedToolCall]]:
+    full = plan.prompt.prefill + text
+    if not plan.mode.parse:
+        return text, []
+    if plan.mode.forced_name:
+        return parse_forced_call(full, plan.mode.forced_name)
+    return parse_tool_calls(full)
+
+
+def openai_finish_reason(result: GenerationResult, calls: list[ParsedToolCall]) -> str:
+    if result.finish_reason.type == "length":
+        return "length"
+    return "tool_calls" if calls else "stop"
+
+
+def logprob_entry(tokenizer: Any, token_id: int, logprob: float, tops: tuple[tuple[int, float], ...]) -> dict[str, Any]:
+    def one(tid: int, lp: float) -> dict[str, Any]:
+        tok = tokenizer.decode([tid], skip_special_tokens=False)
+        return {"token": tok, "logprob": lp, "bytes": list(tok.encode("utf-8"))}
+
+    entry = one(token_id, logprob)
+    entry["top_logprobs"] = [one(t, lp) for t, lp in tops]
+    return entry
+
+
+def _ends_with_stop_token(result: GenerationResult) -> bool:
+    return result.finish_reason.type == "stop" and isinstance(result.finish_reason.matched, int)
+
+
+def result_logprobs(state: ServerState, plan: ChatPlan, result: GenerationResult) -> dict[str, Any] | None:
+    if not plan.req.logprobs:
+        return None
+    n = len(result.output_ids) - (1 if _ends_with_stop_token(result) else 0)  # the EOS token is not content
+    tops = result.output_top_logprobs or ((),) * len(result.output_ids)
+    return {"content": [logprob_entry(state.tokenizer, result.output_ids[i], result.output_logprobs[i], tops[i])
+                        for i in range(n)], "refusal": None}
+
+
+def usage(result: GenerationResult) -> dict[str, int]:
+    p, c = len(result.prompt_ids), len(result.output_ids)
+    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+
+
+def fingerprint(result_or_version: GenerationResult | int) -> str:
+    v = result_or_version if isinstance(result_or_version, int) else result_or_version.weight_version
+    return f"openclaw-wv{v}"
+
+
+def completed_turn(state: ServerState, plan: ChatPlan, result: GenerationResult, content: str | None,
+                   calls: list[ParsedToolCall], finish: str) -> CompletedTurn:
+    return CompletedTurn(
+        request_id=plan.completion_id, control=plan.control, messages=plan.messages, tools=plan.tools,
+        served_model=state.served_model_name, prompt_ids=list(result.prompt_ids),
+        output_ids=list(result.output_ids), output_logprobs=list(result.output_logprobs), text=result.text,
+        content=content, tool_calls=[c.to_openai() for c in calls] or None, finish_reason=finish,
+        weight_version=result.weight_version, created_at=float(plan.created), finished_at=time.time(),
+    )
+
+
+async def notify_observer(state: ServerState, turn: CompletedTurn) -> None:
+    if state.observer is None:
+        return
+    try:
+        await state.observer.on_turn(turn)
+    except Exception as exc:  # noqa: BLE001 - the reply must not be delivered without its record
+        raise OpenAIError(503, f"The RL intercept could not store this turn, so the reply was withheld: {exc}",
+                          code="rl_intercept_unavailable") from exc
+
+
+def _check_abort(result: GenerationResult) -> None:
+    if result.finish_reason.type == "abort":
+        raise OpenAIError(503, "The generation was aborted by the engine (paused with abort, or shutting down). "
+                               "Retry the request.", code="generation_aborted")
+
+
+# ---- non-streaming ------------------------------------------------------------------------------
+async def _wait_for_disconnect(request: Request) -> None:
+    """Returns when the client goes away. The body has been read, so the next ASGI message
+    the server delivers is `http.disconnect`."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def _collect(state: ServerState, gen: GenerationRequest) -> GenerationResult:
+    async with contextlib.aclosing(state.engine.stream(gen)) as events:
+        async for ev in events:
+            if isinstance(ev, GenerationResult):
+                return ev
+    raise RuntimeError("engine stream ended without a result")
+
+
+async def generate_unless_disconnected(request: Request, state: ServerState,
+                                       gen: GenerationRequest) -> GenerationResult | None:
+    """Runs the generation; if the client goes away first, cancels it (freeing the batch slot)."""
+    work = asyncio.ensure_future(_collect(state, gen))
+    watch = asyncio.ensure_future(_wait_for_disconnect(request))
+    try:
+        done, _ = await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+        if not work.done():
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
+    if work in done or work.done() and not work.cancelled():
+        return work.result()
+    return None
+
+
+async def complete_json(request: Request, state: ServerState, plan: ChatPlan) -> Response:
+    try:
+        result = await generate_unless_disconnected(request, state, plan.gen)
+    except ValueError as exc:  # the engine's own request validation
+        raise OpenAIError(400, str(exc)) from None
+    if result is None:
+        return Response(status_code=499)  # client closed the connection; nobody reads this
+    _check_abort(result)
+    content, calls = split_output(plan, result.text)
+    finish = openai_finish_reason(result, calls)
+    await notify_observer(state, completed_turn(state, plan, result, content, calls, finish))
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    if calls:
+        message["tool_calls"] = [c.to_openai() for c in calls]
+    body = {
+        "id": plan.completion_id, "object": "chat.completion", "created": plan.created,
+        "model": state.served_model_name, "system_fingerprint": fingerprint(result),
+        "choices": [{"index": 0, "message": message, "logprobs": result_logprobs(state, plan, result),
+                     "finish_reason": finish}],
+        "usage": usage(result),
+    }
+    return JSONResponse(body, headers={"x-weight-version": str(result.weight_version)})
+
+
+# ---- streaming ----------------------------------------------------------------------------------
+class _ChunkMaker:
+    def __init__(self, state: ServerState, plan: ChatPlan) -> None:
+        self.base = {"id": plan.completion_id, "object": "chat.completion.chunk", "created": plan.created,
+                     "model": state.served_model_name}
+        self.include_usage = bool(plan.req.stream_options and plan.req.stream_options.include_usage)
+
+    def __call__(self, delta: dict[str, Any], finish: str | None = None, logprobs: Any = None,
+                 version: int | None = None) -> str:
+        chunk = dict(self.base)
+        if version is not None:
+            chunk["system_fingerprint"] = fingerprint(version)
+        chunk["choices"] = [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]
+        if self.include_usage:
+            chunk["usage"] = None
+        return sse_event(chunk)
+
+    def usage_chunk(self, result: GenerationResult) -> str:
+        chunk = dict(self.base, system_fingerprint=fingerprint(result), choices=[], usage=usage(result))
+        return sse_event(chunk)
+
+
+async def stream_chat(state: ServerState, plan: ChatPlan) -> AsyncIterator[str]:
+    make = _ChunkMaker(state, plan)
+    want_lp = plan.req.logprobs
+    filt = ToolCallStreamFilter() if plan.mode.parse else None
+    pending_lp: list[dict[str, Any]] = []
+    result: GenerationResult | None = None
+    version = state.engine.weight_version
+
+    def lp_payload() -> dict[str, Any] | None:
+        if not want_lp:
+            return None
+        out = {"content": list(pending_lp), "refusal": None}
+        pending_lp.clear()
+        return out
+
+    yield make({"role": "assistant", "content": ""}, version=version)
+    if filt is not None and plan.prompt.prefill:
+        filt.feed(plan.prompt.prefill)
+    try:
+        async with contextlib.aclosing(state.engine.stream(plan.gen)) as events:
+            async for ev in events:
+                if isinstance(ev, TokenEvent):
+                    if want_lp and ev.logprob is not None:
+                        pending_lp.append(logprob_entry(state.tokenizer, ev.token_id, ev.logprob, ev.top_logprobs))
+                    text = filt.feed(ev.text_delta) if filt is not None else ev.text_delta
+                    if text:
+                        yield make({"content": text}, logprobs=lp_payload(), version=version)
+                else:
+                    result = ev
+    except ValueError as exc:  # the engine rejected the request before generating anything
+        yield sse_event(OpenAIError(400, str(exc)).body())
+        return
+    if result is None:
+        yield sse_event(OpenAIError(500, "engine stream ended without a result").body())
+        return
+    if result.finish_reason.type == "abort":
+        yield sse_event(OpenAIError(503, "The generation was aborted by the engine. Retry the request.",
+                                    code="generation_aborted").body())
+        return
+    if want_lp and _ends_with_stop_token(result) and pending_lp:
+        pending_lp.pop()  # the EOS token is not content
+    calls: list[ParsedToolCall] = []
+    if filt is not None:
+        tail, calls = filt.finish()
+        if plan.mode.forced_name and not calls:
+            _, calls = parse_forced_call(plan.prompt.prefill + result.text, plan.mode.forced_name)
+            tail = ""
+        if tail:
+            yield make({"content": tail}, logprobs=lp_payload(), version=result.weight_version)
+        if calls:
+            delta = {"tool_calls": [dict(c.to_openai(), index=i) for i, c in enumerate(calls)]}
+            yield make(delta, logprobs=lp_payload(), version=result.weight_version)
+    content, _ = split_output(plan, result.text)
+    finish = openai_finish_reason(result, calls)
+    try:
+        await notify_observer(state, completed_turn(state, plan, result, content, calls, finish))
+    except OpenAIError as err:
+        yield sse_event(err.body())
+        return
+    yield make({}, finish=finish, logprobs=lp_payload(), version=result.weight_version)
+    if make.include_usage:
+        yield make.usage_chunk(result)
+    yield "data: [DONE]\n\n"
+
+
+# ---- the route ----------------------------------------------------------------------------------
+async def chat_completions(request: Request) -> Response:
+    state: ServerState = request.app.state.openclaw
+    body = await read_json_object(request)
+    control, body = extract_rl_control(request.headers, body)
+    req = parse_request(body)
+    plan = plan_chat(state, req, control)
+    if req.stream:
+        return ClosingStreamingResponse(stream_chat(state, plan), media_type="text/event-stream",
+                                        headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+    return await complete_json(request, state, plan)

@@ -1,0 +1,55 @@
+"""Build the engine a ServerConfig asks for (imports are lazy: the hf backend needs no SGLang)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from openclaw.engines.base import Engine
+from openclaw.server.config import ConfigError, EngineConfig
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """`auto`: fp32 on CPU (bitwise-deterministic log-probs, and bf16 matmuls are slow on most
+    CPUs), bf16 on GPUs."""
+    if dtype != "auto":
+        return dtype
+    if device.startswith("cuda"):
+        return "bfloat16"
+    if device == "auto":
+        import torch
+
+        return "bfloat16" if torch.cuda.is_available() else "float32"
+    return "float32"
+
+
+def load_engine(cfg: EngineConfig, served_model_name: str | None = None) -> Engine:
+    if cfg.backend == "hf":
+        from openclaw.engines.hf_engine import HFEngine
+
+        path = cfg.model_path
+        if path and path.startswith(("/", ".", "~")) and not Path(path).expanduser().exists():
+            raise ConfigError(f"--model-path {path} does not exist")
+
+        return HFEngine.load(
+            cfg.model_path, dtype=resolve_dtype(cfg.dtype, cfg.device),
+            device=None if cfg.device == "auto" else cfg.device, max_batch_size=cfg.max_batch_size,
+            served_model_name=served_model_name,
+        )
+    if cfg.backend in ("sglang", "vllm"):
+        return _load_remote(cfg, served_model_name)
+    raise ConfigError(f"unknown backend {cfg.backend!r}")
+
+
+def _load_remote(cfg: EngineConfig, served_model_name: str | None) -> Engine:
+    """SGLang (launch, or attach with --engine-url) and vLLM (attach) engines."""
+    from openclaw.engines import sglang_backend
+
+    try:
+        return sglang_backend.load_engine(
+            backend=cfg.backend, model_path=cfg.model_path, url=cfg.engine_url,
+            dtype=None if cfg.dtype == "auto" else cfg.dtype, tp_size=cfg.tp_size,
+            mem_fraction_static=cfg.mem_fraction_static, context_length=cfg.context_length,
+            reasoning_parser=cfg.reasoning_parser, tool_call_parser=cfg.tool_call_parser,
+            served_model_name=served_model_name)
+    except sglang_backend.BackendUnavailable as exc:
+        raise ConfigError(str(exc)) from exc

@@ -1,0 +1,34 @@
+"""Wire the RL intercept (openclaw.intercept, another module) behind `--enable-rl-intercept`."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from openclaw.server.config import ConfigError, ServerConfig
+from openclaw.server.hooks import TurnObserver
+
+
+def build_observer(config: ServerConfig, engine: Any = None) -> TurnObserver | None:
+    """None unless `config.rl.enabled`; otherwise `openclaw.intercept.build_observer(...)`, called
+    with whichever of (rl config, server config, engine) its signature names."""
+    if not config.rl.enabled:
+        return None
+    try:
+        from openclaw import intercept
+    except ImportError as exc:
+        raise ConfigError(f"--enable-rl-intercept needs the openclaw.intercept module, which could not be "
+                          f"imported ({exc}). Run without --enable-rl-intercept or install the full package.") from exc
+    factory = getattr(intercept, "build_observer", None)
+    if factory is None:
+        raise ConfigError("openclaw.intercept has no build_observer(); cannot enable the RL intercept")
+    available = {"rl": config.rl, "rl_config": config.rl, "config": config.rl, "server_config": config,
+                 "engine": engine, "tokenizer": getattr(engine, "tokenizer", None)}
+    params = inspect.signature(factory).parameters
+    kwargs = {k: v for k, v in available.items() if k in params}
+    if not kwargs and params:
+        kwargs = {next(iter(params)): config.rl}
+    try:
+        return factory(**kwargs)
+    except ValueError as exc:  # the intercept's own config validation (bad --rl-* values)
+        raise ConfigError(f"RL intercept configuration: {exc}") from exc

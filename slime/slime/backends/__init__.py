@@ -1,0 +1,1 @@
+"""Training backends: fsdp (HF models, CPU and GPU) and megatron."""

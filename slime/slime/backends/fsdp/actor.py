@@ -1,0 +1,313 @@
+"""The train actor: one data-parallel rank holding the model, optimizer and scheduler.
+
+Plain class so it runs in-process (tests, benchmarks) or inside a Ray actor (slime.ray).
+Rollout data arrives as a list of Samples (every rank receives all of them); each optimizer
+step takes the next `global_batch_size` samples and rank r trains on every world_size-th one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from slime.backends.fsdp import model as model_lib
+from slime.backends.fsdp.batching import MicroBatch, make_micro_batches
+from slime.backends.fsdp.config import ActorConfig
+from slime.backends.fsdp.logprobs import response_logits, token_log_probs
+from slime.utils.types import Sample
+
+LossFn = Callable[..., Any]
+
+
+def _set_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def _quiet_transformers() -> None:
+    """No per-load/per-save progress bars from transformers in the training logs."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
+def init_distributed(rank: int, world_size: int, backend: str | None = None) -> None:
+    """Join the process group (MASTER_ADDR/MASTER_PORT in the env); no-op for world size 1."""
+    if world_size <= 1 or dist.is_initialized():
+        return
+    backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+    dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
+
+
+class FSDPTrainActor:
+    def __init__(self, cfg: ActorConfig, args: Any = None, rank: int = 0, world_size: int = 1,
+                 loss_fn: LossFn | None = None) -> None:
+        self.cfg = cfg
+        self.args = args
+        self.rank = rank
+        self.world_size = world_size
+        init_distributed(rank, world_size)
+        _quiet_transformers()
+        self.device = torch.device(f"cuda:{torch.cuda.current_device()}") if torch.cuda.is_available() \
+            else torch.device("cpu")
+        _set_seed(cfg.seed)  # same init on every rank (LoRA A matrices are random)
+        self.tokenizer = model_lib.load_tokenizer(cfg.model_path)
+        self.model = model_lib.load_model(cfg, self.device)
+        self.use_fsdp2 = self.device.type == "cuda" and world_size > 1
+        if self.use_fsdp2:
+            model_lib.apply_fsdp2(self.model)
+        self.optimizer = model_lib.build_optimizer(cfg, self.model)
+        self.scheduler = model_lib.build_scheduler(cfg, self.optimizer)
+        self.loss_fn = loss_fn
+        self.global_step = 0
+        _set_seed(cfg.seed + rank)
+
+    # ------------------------------------------------------------------ forward helpers
+    def _autocast(self):
+        if self.cfg.bf16:
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _forward(self, mb: MicroBatch) -> torch.Tensor:
+        with self._autocast():
+            out = self.model(input_ids=mb.input_ids.to(self.device),
+                             attention_mask=mb.attention_mask.to(self.device), use_cache=False)
+        return out.logits
+
+    def _micro_batches(self, tokens: list[list[int]], response_lengths: list[int]) -> list[MicroBatch]:
+        return make_micro_batches(tokens, response_lengths, self.tokenizer.pad_token_id,
+                                  dynamic=self.cfg.use_dynamic_batch_size, max_tokens=self.cfg.max_tokens_per_gpu,
+                                  micro_batch_size=self.cfg.micro_batch_size)
+
+    @torch.no_grad()
+    def compute_log_probs(self, tokens: list[list[int]], response_lengths: list[int],
+                          reference: bool = False) -> list[list[float]]:
+        """Response log-probs under the current policy, or the reference (with LoRA: the same
+        model with adapters disabled; full fine-tuning keeps no second copy either, so the
+        reference is only available with LoRA or when `ref_model` was loaded)."""
+        out: list[list[float] | None] = [None] * len(tokens)
+        ctx = contextlib.nullcontext()
+        if reference:
+            if not hasattr(self.model, "disable_adapter"):
+                raise ValueError("reference log-probs need LoRA (adapters disabled) or a reference model")
+            ctx = self.model.disable_adapter()
+        was_training = self.model.training
+        self.model.eval()  # no dropout: log-probs must be deterministic
+        try:
+            with ctx:
+                for mb in self._micro_batches(tokens, response_lengths):
+                    logits = self._forward(mb)
+                    lp, _ = token_log_probs(response_logits(logits, mb.prompt_lengths, mb.response_lengths),
+                                            mb.input_ids.to(self.device), mb.prompt_lengths, mb.response_lengths,
+                                            self.cfg.temperature)
+                    for i, row in zip(mb.indices, lp):
+                        out[i] = row.float().cpu().tolist()
+        finally:
+            self.model.train(was_training)
+        return out  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ training
+    def shard_for_step(self, n_samples: int, step: int, global_batch_size: int) -> list[int]:
+        start = step * global_batch_size
+        indices = list(range(start, min(n_samples, start + global_batch_size)))
+        return indices[self.rank :: self.world_size]
+
+    def _all_reduce_grads(self) -> None:
+        if self.world_size <= 1 or self.use_fsdp2:  # FSDP2 reduce-scatters in backward
+            return
+        grads = [p.grad for p in self.model.parameters() if p.requires_grad and p.grad is not None]
+        if not grads:
+            return
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)  # losses are pre-scaled by global denominators: SUM is right
+        offset = 0
+        for g in grads:
+            n = g.numel()
+            g.copy_(flat[offset : offset + n].view_as(g))
+            offset += n
+
+    def _sync_num_micro_batches(self, n: int) -> int:
+        if self.world_size <= 1:
+            return n
+        t = torch.tensor([n], dtype=torch.long, device=self.device if self.use_fsdp2 else "cpu")
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(t.item())
+
+    def _reduce_metrics(self, sums: dict[str, float]) -> dict[str, float]:
+        if self.world_size <= 1 or not sums:
+            return sums
+        keys = sorted(sums)
+        t = torch.tensor([sums[k] for k in keys], dtype=torch.float64,
+                         device=self.device if self.use_fsdp2 else "cpu")
+        dist.all_reduce(t)
+        return dict(zip(keys, t.tolist()))
+
+    def train_step(self, batch: dict[str, list], indices: list[int], denominators: dict[str, float],
+                   loss_call: Callable[[dict[str, Any], torch.Tensor, Callable], tuple[torch.Tensor, dict]]) -> dict[str, float]:
+        """One optimizer step over this rank's `indices` of `batch` (per-sample lists).
+
+        `loss_call(mb_batch, logits, reducer) -> (loss, metrics)`; `reducer` divides by the
+        *global* step totals (denominators), so the losses and metrics of all micro-batches
+        and ranks simply add up to the step's mean.
+        """
+        from slime.algorithms.reduction import make_reducer
+
+        t0 = time.perf_counter()
+        tokens = [batch["tokens"][i] for i in indices]
+        resp = [batch["response_lengths"][i] for i in indices]
+        mbs = self._micro_batches(tokens, resp) if indices else []
+        n_target = self._sync_num_micro_batches(len(mbs))
+        metric_sums: dict[str, float] = {}
+        n_tokens = 0
+        self.optimizer.zero_grad(set_to_none=True)
+        for k in range(n_target):
+            if k < len(mbs):
+                mb, weight = mbs[k], 1.0
+            elif mbs:  # keep collective call counts equal across ranks (FSDP2): zero-weight re-run
+                mb, weight = mbs[-1], 0.0
+            else:
+                continue
+            rows = [indices[i] for i in mb.indices]
+            logits = self._forward(mb)
+            mb_batch = self._micro_batch_dict(batch, rows, mb, logits)
+            reducer = make_reducer(mb_batch["loss_masks"], per_token=bool(denominators.get("per_token", False)),
+                                   num_samples=denominators["samples"], num_tokens=denominators["tokens"])
+            loss, metrics = loss_call(mb_batch, logits, reducer)
+            (loss * weight).backward()
+            if weight:
+                n_tokens += mb.num_tokens
+                for key, value in metrics.items():
+                    metric_sums[key] = metric_sums.get(key, 0.0) + float(value)
+        self._all_reduce_grads()
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        max_norm = self.cfg.clip_grad if self.cfg.clip_grad > 0 else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        if hasattr(grad_norm, "full_tensor"):
+            grad_norm = grad_norm.full_tensor()
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.global_step += 1
+        metric_sums["_tokens"] = float(n_tokens)
+        reduced = self._reduce_metrics(metric_sums)
+        out = {k: v for k, v in reduced.items() if not k.startswith("_")}
+        out["gradient/norm"] = float(grad_norm)
+        out["learning_rate"] = float(lr)
+        out["perf/train_tokens"] = reduced.get("_tokens", 0.0)
+        out["perf/step_time"] = time.perf_counter() - t0
+        return out
+
+    def _micro_batch_dict(self, batch: dict[str, list], rows: list[int], mb: MicroBatch,
+                          logits: torch.Tensor) -> dict[str, Any]:
+        """The loss function's batch: per-token values right-padded to [B, R] (R = longest
+        response in the micro-batch), as slime.algorithms.loss documents."""
+        dev = self.device
+        lp, ent = token_log_probs(response_logits(logits, mb.prompt_lengths, mb.response_lengths),
+                                  mb.input_ids.to(dev), mb.prompt_lengths, mb.response_lengths,
+                                  self.cfg.temperature, with_entropy=True)
+        width = max(mb.response_lengths) if mb.response_lengths else 0
+
+        def pad(values: list) -> torch.Tensor:
+            out = torch.zeros((len(values), width), dtype=torch.float32, device=dev)
+            for r, v in enumerate(values):
+                t = torch.as_tensor(v, dtype=torch.float32, device=dev)
+                out[r, : t.numel()] = t
+            return out
+
+        out: dict[str, Any] = {
+            "log_probs": torch.nn.utils.rnn.pad_sequence(lp, batch_first=True) if lp else pad([]),
+            "entropy": torch.nn.utils.rnn.pad_sequence(ent, batch_first=True) if ent else pad([]),
+            "response_lengths": list(mb.response_lengths),
+            "prompt_lengths": list(mb.prompt_lengths),
+            "tokens": [torch.tensor(batch["tokens"][i], dtype=torch.long, device=dev) for i in rows],
+            "total_lengths": [len(batch["tokens"][i]) for i in rows],
+        }
+        for key in ("loss_masks", "advantages", "old_log_probs", "ref_log_probs", "rollout_log_probs",
+                    "teacher_log_probs"):
+            values = batch.get(key)
+            if values is not None and all(values[i] is not None for i in rows):
+                out[key] = pad([values[i] for i in rows])
+        parts = batch.get("advantage_parts")
+        if parts:
+            out["advantage_parts"] = {name: pad([v[i] for i in rows]) for name, v in parts.items()}
+        if "rewards" in batch:
+            out["rewards"] = torch.tensor([batch["rewards"][i] for i in rows], dtype=torch.float32, device=dev)
+        if "sample_weights" in batch:
+            out["sample_weights"] = torch.tensor([batch["sample_weights"][i] for i in rows], dtype=torch.float32, device=dev)
+        return out
+
+    # ------------------------------------------------------------------ state
+    def save_hf(self, folder: str | Path) -> None:
+        """Write HF-loadable weights (full model) or the PEFT adapter to `folder` (rank 0
+        writes; all ranks must call it under FSDP2 because the state dict is gathered)."""
+        folder = Path(folder)
+        state = None
+        if self.use_fsdp2:
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+            state = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if self.rank != 0:
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        kwargs = {"state_dict": state} if state is not None else {}
+        self.model.save_pretrained(str(folder), safe_serialization=True, **kwargs)
+        self.tokenizer.save_pretrained(str(folder))
+
+    def trainer_state(self) -> dict[str, Any]:
+        """Optimizer, scheduler and RNG state of this rank (torch.save-able)."""
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "global_step": self.global_step,
+            "rng": {"python": random.getstate(), "numpy": np.random.get_state(),
+                    "torch": torch.get_rng_state(),
+                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+        }
+
+    def load_trainer_state(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.global_step = int(state.get("global_step", 0))
+        rng = state.get("rng") or {}
+        if rng.get("python") is not None:
+            random.setstate(rng["python"])
+        if rng.get("numpy") is not None:
+            np.random.set_state(rng["numpy"])
+        if rng.get("torch") is not None:
+            torch.set_rng_state(rng["torch"])
+        if rng.get("cuda") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda"])
+
+    def offload(self) -> None:
+        """Colocated mode: free accelerator memory for the engine during rollout."""
+        if self.device.type != "cuda":
+            return  # CPU: engine and trainer share host RAM; nothing to move
+        self.model.to("cpu")
+        for state in self.optimizer.state.values():
+            for k, v in state.items():
+                if torch.is_tensor(v):
+                    state[k] = v.to("cpu")
+        torch.cuda.empty_cache()
+
+    def onload(self) -> None:
+        if self.device.type != "cuda":
+            return
+        self.model.to(self.device)
+        for state in self.optimizer.state.values():
+            for k, v in state.items():
+                if torch.is_tensor(v):
+                    state[k] = v.to(self.device)
+
+    def shutdown(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+

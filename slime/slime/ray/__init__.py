@@ -1,0 +1,1 @@
+"""Ray orchestration: placement groups, the train actor group, the rollout manager."""

@@ -1,0 +1,186 @@
+"""The rollout manager: owns the inference engines and the data source, runs the rollout
+function, pushes weights to the engines, and stops its engine processes on shutdown.
+
+Engines by `--rollout-backend`:
+  embedded (CPU default): `python -m openclaw.engines.serve` child processes, one per engine;
+  sglang (GPU default when sglang is importable): openclaw.engines.sglang_backend launches
+      `sglang.launch_server` on the rollout GPUs;
+  external: already-running servers at --rollout-external-engine-addrs (not started/stopped).
+Runs as a Ray actor with max_concurrency 2 so that train_async can push weights while the next
+rollout is being generated.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from slime.ray.engine_process import EngineProcess
+from slime.rollout.base_types import RolloutFnTrainOutput, normalize_rollout_output
+from slime.utils.types import Sample
+
+
+def resolve_backend(args: Any, use_gpu: bool) -> str:
+    backend = getattr(args, "rollout_backend", "auto") or "auto"
+    if backend == "auto":
+        backend = "sglang" if use_gpu and importlib.util.find_spec("sglang") is not None else "embedded"
+    return backend
+
+
+def num_engines(args: Any, use_gpu: bool) -> int:
+    if not use_gpu:
+        return max(1, int(getattr(args, "rollout_num_engines", 0) or 1))
+    gpus = int(args.rollout_num_gpus or 1)
+    return max(1, gpus // max(1, int(args.rollout_num_gpus_per_engine)))
+
+
+class RolloutManager:
+    def __init__(self, config: Any, model_path: str, use_gpu: bool = False, log_dir: str | None = None,
+                 data_source_state: dict[str, Any] | None = None, weight_version: int = 0) -> None:
+        self.config = config
+        self.args = config.to_namespace()
+        self.use_gpu = use_gpu
+        self.model_path = str(model_path)
+        self.weight_version = weight_version
+        self.engines: list[EngineProcess] = []
+        self.sglang_handles: list[Any] = []
+        self.backend = resolve_backend(self.args, use_gpu)
+        self.log_dir = Path(log_dir or self.args.log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.data_source = self._make_data_source()
+        if data_source_state and self.data_source is not None:
+            self.data_source.load_state_dict(data_source_state)
+        self.urls: list[str] = []
+
+    # ------------------------------------------------------------------ engines
+    def start_engines(self) -> list[str]:
+        if self.backend == "external":
+            addrs = self.args.rollout_external_engine_addrs
+            self.urls = [a if a.startswith("http") else f"http://{a}" for a in addrs]
+        elif self.backend == "sglang":
+            from openclaw.engines import sglang_backend  # GPU only; written by the engine owners
+
+            for i in range(num_engines(self.args, True)):
+                handle = sglang_backend.launch_server(model_path=self.model_path,
+                                                      tp_size=int(self.args.rollout_num_gpus_per_engine),
+                                                      log_path=str(self.log_dir / f"sglang_{i}.log"))
+                self.sglang_handles.append(handle)
+                self.urls.append(handle.url)
+        else:
+            for i in range(num_engines(self.args, self.use_gpu)):
+                eng = EngineProcess(model_path=self.model_path, log_path=self.log_dir / f"engine_{i}.log",
+                                    dtype="bfloat16" if getattr(self.args, "bf16", False) else "float32",
+                                    max_batch_size=max(8, int(self.args.rollout_batch_size) * int(self.args.n_samples_per_prompt)))
+                self.engines.append(eng)
+                eng.start()
+                self.urls.append(eng.url)
+        self.args.rollout_engine_urls = list(self.urls)
+        if self.urls:
+            host, port = self.urls[0].split("//", 1)[1].rsplit(":", 1)
+            self.args.sglang_router_ip, self.args.sglang_router_port = host, int(port)
+        return list(self.urls)
+
+    def engine_pids(self) -> list[int]:
+        return [e.pid for e in self.engines if e.pid is not None]
+
+    def engine_urls(self) -> list[str]:
+        return list(self.urls)
+
+    # ------------------------------------------------------------------ data
+    def _make_data_source(self):
+        from slime.backends.fsdp.model import load_tokenizer
+
+        path = getattr(self.args, "data_source_path", None)
+        if path:
+            from slime.utils.plugins import load_plugin
+
+            cls = load_plugin(path, kind="data_source")
+            return cls(self.args)
+        if not getattr(self.args, "prompt_data", None):
+            return None
+        from slime.rollout.data_source import DataSourceConfig, RolloutDataSource
+
+        tok = load_tokenizer(self.model_path) if getattr(self.args, "apply_chat_template", False) else None
+        return RolloutDataSource(DataSourceConfig.from_args(self.args), tok)
+
+    def num_prompts(self) -> int:
+        return len(getattr(self.data_source, "prompts", []) or [])
+
+    def data_source_state(self) -> dict[str, Any]:
+        if self.data_source is None or not hasattr(self.data_source, "state_dict"):
+            return {}
+        return self.data_source.state_dict()
+
+    # ------------------------------------------------------------------ rollout
+    def generate(self, rollout_id: int) -> tuple[list[Sample], dict[str, Any]]:
+        """Run the rollout function; returns the flat sample list (groups contiguous) + metrics."""
+        from slime.utils.plugins import load_rollout_fn
+
+        t0 = time.perf_counter()
+        debug_load = getattr(self.args, "load_debug_rollout_data", None)
+        if debug_load:
+            samples = load_rollout_data(debug_load, rollout_id)
+            return samples, {"rollout/time": time.perf_counter() - t0}
+        if self.data_source is None and self.args.rollout_function_path.startswith("slime.rollout.sglang_rollout"):
+            raise ValueError("the default rollout function needs --prompt-data (or --data-source-path)")
+        fn = load_rollout_fn(self.args.rollout_function_path, self.args)
+        out: RolloutFnTrainOutput = normalize_rollout_output(fn(rollout_id, self.data_source, evaluation=False))
+        samples = [s for g in out.samples for s in g]
+        metrics = dict(out.metrics)
+        metrics.setdefault("rollout/time", time.perf_counter() - t0)
+        save = getattr(self.args, "save_debug_rollout_data", None)
+        if save:
+            save_rollout_data(save, rollout_id, samples)
+        return samples, metrics
+
+    # ------------------------------------------------------------------ weights
+    def update_weights(self, model_path: str, version: int) -> int:
+        from slime.utils.weight_sync import push_to_engines
+
+        push_to_engines(self.urls, model_path, version)
+        self.weight_version = version
+        return version
+
+    def offload(self) -> None:
+        """Colocated GPU mode: release engine memory while training (SGLang only)."""
+        for h in self.sglang_handles:
+            getattr(h, "release_memory", lambda: None)()
+
+    def onload(self) -> None:
+        for h in self.sglang_handles:
+            getattr(h, "resume_memory", lambda: None)()
+
+    def shutdown(self) -> None:
+        for e in self.engines:
+            e.stop()
+        self.engines = []
+        for h in self.sglang_handles:
+            h.stop()
+        self.sglang_handles = []
+
+
+def _rollout_path(template: str, rollout_id: int) -> Path:
+    return Path(template.format(rollout_id=rollout_id) if "{rollout_id}" in template
+                else os.path.join(template, f"rollout_{rollout_id}.jsonl"))
+
+
+def save_rollout_data(template: str, rollout_id: int, samples: list[Sample]) -> Path:
+    path = _rollout_path(template, rollout_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w") as fh:
+        for s in samples:
+            fh.write(json.dumps(s.to_dict(), default=str) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load_rollout_data(template: str, rollout_id: int) -> list[Sample]:
+    path = _rollout_path(template, rollout_id)
+    if not path.is_file():
+        raise FileNotFoundError(f"--load-debug-rollout-data: {path} does not exist")
+    return [Sample.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,88 @@
+"""A Ray actor holding one training rank (FSDPTrainActor) for the whole run."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import ray
+import torch
+
+from slime.utils.types import Sample
+
+
+class TrainRayActor:
+    """Created by RayTrainGroup with RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT in its env."""
+
+    def __init__(self) -> None:
+        self.actor = None
+        self.args = None
+        self.loss_call = None
+
+    def node_address(self) -> tuple[str, int]:
+        """An address and free port on this node for the torch.distributed rendezvous."""
+        ip = ray.util.get_node_ip_address()
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return ip, int(port)
+
+    def init(self, config: Any, rank: int, world_size: int, master_addr: str, master_port: int,
+             model_path: str | None = None, trainer_state_dir: str | None = None) -> int:
+        from slime.backends.fsdp import ActorConfig, FSDPTrainActor
+        from slime.backends.fsdp.train_loop import build_loss_call
+
+        os.environ.update(MASTER_ADDR=master_addr, MASTER_PORT=str(master_port), RANK=str(rank),
+                          WORLD_SIZE=str(world_size))
+        if torch.cuda.is_available():
+            torch.cuda.set_device(0)  # Ray exposes exactly the bundle's GPU as device 0
+        self.args = config.to_namespace()
+        acfg = ActorConfig.from_args(self.args)
+        if model_path:
+            from dataclasses import replace
+
+            acfg = replace(acfg, model_path=str(model_path))
+        self.actor = FSDPTrainActor(acfg, self.args, rank=rank, world_size=world_size)
+        self.loss_call = build_loss_call(self.args)
+        if trainer_state_dir:
+            from slime.utils.checkpoint import rank_state_path
+
+            path = rank_state_path(trainer_state_dir, rank)
+            if not path.is_file():
+                path = rank_state_path(trainer_state_dir, 0)  # replicated DP: rank 0's state fits all
+            if path.is_file():
+                self.actor.load_trainer_state(torch.load(path, weights_only=False))
+        return self.actor.global_step
+
+    def train(self, rollout_id: int, samples: list[Sample], sample_weights: list[float] | None = None) -> dict[str, float]:
+        from slime.backends.fsdp.train_loop import train_rollout
+
+        return train_rollout(self.actor, self.args, samples, self.loss_call, sample_weights)
+
+    def compute_log_probs(self, tokens: list[list[int]], response_lengths: list[int], reference: bool = False) -> list[list[float]]:
+        return self.actor.compute_log_probs(tokens, response_lengths, reference)
+
+    def save_hf(self, folder: str) -> None:
+        self.actor.save_hf(folder)
+
+    def save_trainer_state(self, folder: str) -> None:
+        from slime.utils.checkpoint import rank_state_path
+
+        path = rank_state_path(folder, self.actor.rank)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(self.actor.trainer_state(), path)
+
+    def offload(self) -> None:
+        self.actor.offload()
+
+    def onload(self) -> None:
+        self.actor.onload()
+
+    def shutdown(self) -> None:
+        if self.actor is not None:
+            self.actor.shutdown()
+
+
+TrainRayActorRemote = ray.remote(TrainRayActor)

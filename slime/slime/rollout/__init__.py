@@ -1,0 +1,1 @@
+"""Rollout: prompt data source, default rollout function (engine /generate), built-in rewards."""

@@ -1,0 +1,76 @@
+"""The rollout side's view of the inference engines: a list of SGLang-protocol addresses.
+
+Every HTTP call goes through openclaw's shared SGLang client, so SGLang (GPU) and the embedded
+engine (CPU) are driven by one code path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def engine_urls_from_args(args: Any) -> list[str]:
+    urls = list(getattr(args, "rollout_engine_urls", None) or [])
+    if not urls:
+        addrs = getattr(args, "rollout_external_engine_addrs", None) or []
+        urls = [a if a.startswith("http") else f"http://{a}" for a in addrs]
+    if not urls and getattr(args, "sglang_router_ip", None):
+        urls = [f"http://{args.sglang_router_ip}:{args.sglang_router_port}"]
+    if not urls:
+        raise ValueError("no inference engine address: the rollout manager sets args.rollout_engine_urls; "
+                         "standalone use needs --rollout-backend external --rollout-external-engine-addrs HOST:PORT")
+    return urls
+
+
+def sampling_params_from_args(args: Any, evaluation: bool = False) -> dict[str, Any]:
+    max_new = getattr(args, "rollout_max_response_len", None) or 128
+    temperature = float(getattr(args, "rollout_temperature", 1.0))
+    if evaluation:
+        max_new = getattr(args, "eval_max_response_len", None) or max_new
+        t = getattr(args, "eval_temperature", None)
+        temperature = float(t) if t is not None else temperature
+    params: dict[str, Any] = {
+        "max_new_tokens": int(max_new),
+        "temperature": temperature,
+        "top_p": float(getattr(args, "rollout_top_p", 1.0)),
+        "top_k": int(getattr(args, "rollout_top_k", -1)),
+        "skip_special_tokens": bool(getattr(args, "rollout_skip_special_tokens", False)),
+        "no_stop_trim": True,  # keep the stop string/token in the response, as slime does
+    }
+    if getattr(args, "rollout_stop", None):
+        params["stop"] = list(args.rollout_stop)
+    if getattr(args, "rollout_stop_token_ids", None):
+        params["stop_token_ids"] = list(args.rollout_stop_token_ids)
+    return params
+
+
+class EngineClients:
+    """Async clients for N engines; create and close them inside the event loop that uses them."""
+
+    def __init__(self, urls: list[str], timeout_s: float = 600.0) -> None:
+        from openclaw.engines.sglang_client import SGLangClient
+
+        if not urls:
+            raise ValueError("EngineClients needs at least one engine URL")
+        self.urls = list(urls)
+        self.clients = [SGLangClient(u, timeout=timeout_s) for u in self.urls]
+
+    @classmethod
+    def from_args(cls, args: Any) -> EngineClients:
+        return cls(engine_urls_from_args(args))
+
+    @property
+    def num_engines(self) -> int:
+        return len(self.clients)
+
+    async def generate(self, engine_index: int, input_ids: list[int], sampling_params: dict[str, Any]) -> dict[str, Any]:
+        client = self.clients[engine_index % len(self.clients)]
+        out = await client.generate({"input_ids": input_ids, "sampling_params": sampling_params,
+                                     "return_logprob": True})
+        if isinstance(out, list):
+            raise RuntimeError("engine returned a batch for a single /generate request")
+        return out
+
+    async def aclose(self) -> None:
+        for c in self.clients:
+            await c.aclose()

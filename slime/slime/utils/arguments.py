@@ -1,0 +1,931 @@
+"""slime's command-line surface, parsed once into a typed, frozen :class:`TrainConfig`.
+
+One source of truth: every flag is a field of a section dataclass below (``arg(...)`` carries
+its flag spellings, help and env-var default). The argparse parser, the YAML loader, the
+``--help`` groups and the flat ``args`` namespace that slime plugins expect are all derived
+from those fields, so they cannot drift apart.
+
+Precedence (lowest to highest): field default < env var (where the reference documents one)
+< ``--config FILE.yaml`` < command line.
+
+Entry points:
+    parse_config(argv) -> TrainConfig        (raises ConfigError with a readable message)
+    parse_args(argv) -> argparse.Namespace   (slime-style, exits with status 2 on bad input)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import json
+import logging
+import math
+import os
+import sys
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+logger = logging.getLogger(__name__)
+
+ADVANTAGE_ESTIMATORS = (
+    "grpo",
+    "gspo",
+    "reinforce_plus_plus",
+    "reinforce_plus_plus_baseline",
+    "on_policy_distillation",
+)
+KL_TYPES = ("k1", "k2", "k3", "low_var_kl")
+
+
+class ConfigError(ValueError):
+    """A flag, config file or value combination is invalid; the message says how to fix it."""
+
+
+class FrozenDict(dict):
+    """An immutable, picklable dict (config values travel to Ray actors by pickle)."""
+
+    def _readonly(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("config mappings are read-only")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _readonly  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenDict, (dict(self),))
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted((k, repr(v)) for k, v in self.items())))
+
+
+def arg(
+    default: Any,
+    help: str,
+    *,
+    flags: Sequence[str] = (),
+    env: str | None = None,
+    negative_flag: str | None = None,
+    choices: Sequence[Any] | None = None,
+) -> Any:
+    """Declare a config field and how it appears on the command line.
+
+    flags: extra spellings (aliases) besides the canonical ``--field-name``.
+    negative_flag: for a bool defaulting to True, the slime spelling that turns it off
+        (``--disable-rewards-normalization``); then no ``--field-name`` flag is created.
+    env: environment variable providing the default (as in the reference's scripts).
+    """
+    meta = {"help": help, "flags": tuple(flags), "env": env, "negative_flag": negative_flag, "choices": choices}
+    if type(default) in (list, dict, set):
+        raise TypeError("use tuple / FrozenDict defaults so configs stay immutable")
+    return field(default=default, metadata=meta)
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    actor_num_nodes: int = arg(1, "Number of nodes for the training actor.")
+    actor_num_gpus_per_node: int = arg(
+        1,
+        "Training workers (GPUs, or CPU processes on a CPU-only machine) per node. "
+        "slime defaults to 8; 1 here so a bare command runs on one machine.",
+    )
+    rollout_num_gpus: int | None = arg(
+        None, "GPUs for inference engines; with --colocate defaults to actor_num_nodes * actor_num_gpus_per_node."
+    )
+    rollout_num_gpus_per_engine: int = arg(1, "GPUs per inference engine (SGLang tp_size).")
+    rollout_num_engines: int | None = arg(
+        None, "Inference engines; default rollout_num_gpus / rollout_num_gpus_per_engine (1 on CPU)."
+    )
+    num_gpus_per_node: int = arg(8, "GPUs per node available for rollout (set below 8 on smaller nodes).")
+    colocate: bool = arg(False, "Train and serve on the same devices (turns on --offload-train/--offload-rollout).")
+    offload: bool = arg(False, "Equivalent to --offload-train --offload-rollout.")
+    offload_train: bool | None = arg(None, "Offload the training actor while rollout runs.")
+    offload_rollout: bool | None = arg(None, "Offload the rollout engines while training runs.")
+    offload_optimizer_state: bool = arg(
+        False, "Keep optimizer state on CPU (reference spelling).", flags=("--optimizer-cpu-offload",)
+    )
+    train_backend: Literal["fsdp", "megatron"] = arg(
+        "fsdp", "Training backend: fsdp (HF models; CPU and GPU) or megatron (megatron-core)."
+    )
+    distributed_backend: Literal["auto", "nccl", "gloo"] = arg(
+        "auto", "torch.distributed backend; auto = nccl on GPU, gloo on CPU."
+    )
+    rollout_backend: Literal["auto", "embedded", "sglang", "external"] = arg(
+        "auto", "Inference engines: embedded (transformers, CPU/GPU), sglang (GPU), external (addresses given)."
+    )
+    rollout_external_engine_addrs: tuple[str, ...] | None = arg(
+        None, "host:port of already running engines (with --rollout-backend external)."
+    )
+    ray_address: str | None = arg(None, "Ray cluster address; default: the job's cluster or a local one.")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    prompt_data: str | None = arg(None, "Prompt dataset (JSONL; Parquet with pyarrow).")
+    input_key: str = arg("input", "Record key holding the prompt.")
+    label_key: str | None = arg(None, "Record key holding the label (for rule-based rewards).")
+    metadata_key: str = arg("metadata", "Record key holding per-sample metadata.")
+    tool_key: str = arg("tools", "Record key holding tools passed to the chat template.")
+    apply_chat_template: bool = arg(False, "Treat the prompt as OpenAI messages and apply the tokenizer's template.")
+    apply_chat_template_kwargs: Mapping[str, Any] = arg(
+        FrozenDict(), "JSON object of extra kwargs for apply_chat_template."
+    )
+    rollout_shuffle: bool = arg(False, "Shuffle prompts each epoch.")
+    rollout_seed: int = arg(42, "Seed for prompt shuffling and sampling.")
+    num_rollout: int | None = arg(None, "Number of rollout steps; default: derived from --num-epoch and the data.")
+    num_epoch: int | None = arg(None, "Epochs over the prompt data (ignored when --num-rollout is set).")
+    rollout_batch_size: int = arg(
+        8,
+        "Prompts per rollout step (slime requires this flag; 8 here). "
+        "A step yields rollout_batch_size * n_samples_per_prompt samples.",
+    )
+    n_samples_per_prompt: int = arg(
+        1, "Responses per prompt (the GRPO group size).", flags=("--num-rollouts-per-prompt",)
+    )
+    global_batch_size: int | None = arg(
+        None,
+        "Samples per optimizer step; default rollout_batch_size * n_samples_per_prompt / num_steps_per_rollout.",
+    )
+    num_steps_per_rollout: int | None = arg(None, "Optimizer steps per rollout (alternative to --global-batch-size).")
+    micro_batch_size: int = arg(1, "Samples per forward/backward (ignored with --use-dynamic-batch-size).")
+    use_dynamic_batch_size: bool = arg(False, "Pack micro-batches up to --max-tokens-per-gpu tokens.")
+    max_tokens_per_gpu: int | None = arg(None, "Token budget per micro-batch with --use-dynamic-batch-size.")
+    log_probs_max_tokens_per_gpu: int | None = arg(None, "Token budget per micro-batch for log-prob passes.")
+    start_rollout_id: int | None = arg(None, "First rollout id; default: from --load, else 0.")
+    over_sampling_batch_size: int | None = arg(None, "Prompts per sampling round with dynamic sampling.")
+    eval_prompt_data: tuple[str, ...] | None = arg(None, "Eval datasets as NAME PATH pairs.")
+    eval_interval: int | None = arg(None, "Evaluate every N rollouts.")
+    n_samples_per_eval_prompt: int = arg(1, "Responses per eval prompt.")
+    eval_max_response_len: int | None = arg(None, "Max response tokens during eval (default: rollout's).")
+    eval_temperature: float | None = arg(None, "Sampling temperature during eval (default: rollout's).")
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    hf_checkpoint: str | None = arg(
+        None,
+        "HF model folder (weights, tokenizer); default: $MODEL_PATH, else the embedded SmolLM2-135M.",
+        flags=("--model-path",),
+        env="MODEL_PATH",
+    )
+    model_name: str | None = arg(None, "Model name reported by the engines (default: folder name).")
+    rollout_temperature: float = arg(1.0, "Sampling temperature during rollout (> 0).")
+    rollout_top_p: float = arg(1.0, "Top-p during rollout.")
+    rollout_top_k: int = arg(-1, "Top-k during rollout (-1 = off).")
+    rollout_max_response_len: int | None = arg(None, "Max new tokens per response (sglang max_new_tokens).")
+    rollout_max_context_len: int | None = arg(None, "Max prompt + response tokens.")
+    rollout_max_prompt_len: int | None = arg(None, "Drop prompts longer than this when loading data.")
+    rollout_stop: tuple[str, ...] | None = arg(None, "Stop strings.")
+    rollout_stop_token_ids: tuple[int, ...] | None = arg(None, "Stop token ids.")
+    rollout_skip_special_tokens: bool = arg(False, "Strip special tokens from response text.")
+    partial_rollout: bool = arg(False, "Recycle unfinished samples into the buffer (dynamic sampling).")
+    update_weights_interval: int = arg(1, "Push weights to the engines every N rollouts.")
+    max_staleness: int | None = arg(
+        None,
+        "train_async: samples generated more than N weight versions ago are dropped "
+        "(or down-weighted with --staleness-policy downweight); None = no limit.",
+    )
+    staleness_policy: Literal["drop", "downweight"] = arg("drop", "What to do with samples over --max-staleness.")
+    sglang_router_ip: str | None = arg(None, "Use an existing SGLang router at this address.")
+    sglang_router_port: int | None = arg(None, "Port of the existing SGLang router.")
+    sglang_args: Mapping[str, Any] = arg(
+        FrozenDict(),
+        "Other --sglang-<name> VALUE flags, passed to the SGLang servers as --<name> VALUE "
+        "(collected automatically; not set directly).",
+    )
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    rm_type: str | None = arg(None, "Built-in reward (e.g. math, exact_match); see slime.rollout rewards.")
+    reward_key: str | None = arg(None, "Key to read when a reward function returns a dict.")
+    eval_reward_key: str | None = arg(None, "Eval variant of --reward-key.")
+    group_rm: bool = arg(False, "Call the reward function once per group: async fn(args, samples) -> list.")
+    rm_url: str | None = arg(None, "Remote reward service URL (--rm-type remote_rm).")
+    prm_model_path: str | None = arg(None, "Process reward model for Binary RL.", env="PRM_MODEL_PATH")
+    judge_model_path: str | None = arg(None, "Judge / teacher model for OPD.", env="JUDGE_MODEL_PATH")
+    majority_vote_n: int = arg(1, "Judge calls per turn (majority vote).", env="MAJORITY_VOTE_N")
+    majority_vote_threshold: float = arg(
+        0.5, "Fraction of votes needed for a positive label.", env="MAJORITY_VOTE_THRESHOLD"
+    )
+    num_judge_workers: int = arg(1, "Concurrent judge workers.")
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    advantage_estimator: Literal[
+        "grpo", "gspo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "on_policy_distillation"
+    ] = arg("grpo", "Advantage estimator.")
+    loss_type: Literal["policy_loss", "sft_loss", "custom_loss"] = arg(
+        "policy_loss", "Loss; custom_loss is selected automatically by --custom-loss-function-path."
+    )
+    eps_clip: float = arg(0.2, "PPO clip range (lower side).")
+    eps_clip_high: float | None = arg(None, "PPO clip upper range (default: --eps-clip).")
+    eps_clip_c: float | None = arg(None, "Dual-clip PPO lower bound c (> 1), arXiv:1912.09729.")
+    kl_coef: float = arg(0.0, "KL penalty folded into the reward before advantages (REINFORCE++).")
+    use_kl_loss: bool = arg(False, "Add a KL(policy || reference) loss term.")
+    kl_loss_coef: float = arg(0.0, "Weight of the KL loss term.")
+    kl_loss_type: Literal["k1", "k2", "k3", "low_var_kl"] = arg("k1", "KL estimator.")
+    entropy_coef: float = arg(0.0, "Entropy bonus weight.")
+    gamma: float = arg(1.0, "Discount for REINFORCE++ returns.")
+    lambd: float = arg(1.0, "GAE lambda (kept for slime compatibility).")
+    normalize_advantages: bool = arg(False, "Whiten advantages across the batch (masked).")
+    grpo_std_normalization: bool = arg(
+        True, "Divide GRPO advantages by the group std.", negative_flag="--disable-grpo-std-normalization"
+    )
+    rewards_normalization: bool = arg(
+        True, "Group-normalise rewards.", negative_flag="--disable-rewards-normalization"
+    )
+    calculate_per_token_loss: bool = arg(False, "Average the loss over tokens instead of per-sample means.")
+    use_rollout_logprobs: bool = arg(False, "Use the engine's log-probs as the old policy in the PPO ratio.")
+    use_tis: bool = arg(False, "Truncated importance sampling between training and rollout log-probs.")
+    tis_clip: float = arg(2.0, "Upper cap of the TIS weight.")
+    tis_clip_low: float = arg(0.0, "Lower cap of the TIS weight.")
+    use_opd: bool = arg(False, "Add the on-policy-distillation token advantage to any estimator.")
+    opd_kl_coef: float = arg(1.0, "Weight of the OPD advantage (teacher_logp - old_logp).")
+    opd_scalar_coef: float = arg(1.0, "Weight of the scalar (GRPO) advantage when combined with OPD.")
+    ref_load: str | None = arg(None, "Reference model for the KL loss (default: the initial policy).")
+    ref_update_interval: int | None = arg(None, "Copy the policy into the reference every N rollouts.")
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    optimizer: Literal["adam", "sgd"] = arg("adam", "Optimizer (adam = AdamW).")
+    lr: float = arg(1e-6, "Learning rate.")
+    min_lr: float = arg(0.0, "Floor of the decayed learning rate.")
+    lr_decay_style: Literal["constant", "linear", "cosine"] = arg("constant", "Learning-rate schedule after warmup.")
+    lr_decay_iters: int | None = arg(None, "Steps over which lr decays (default: all steps).")
+    lr_warmup_iters: int = arg(0, "Linear warmup steps.")
+    lr_warmup_fraction: float | None = arg(None, "Warmup as a fraction of the decay steps.")
+    weight_decay: float = arg(0.01, "Weight decay (Megatron's default).")
+    adam_beta1: float = arg(0.9, "Adam beta1.")
+    adam_beta2: float = arg(0.999, "Adam beta2.")
+    adam_eps: float = arg(1e-8, "Adam epsilon.")
+    clip_grad: float = arg(1.0, "Gradient-norm clip (0 = off).")
+    bf16: bool = arg(False, "bf16 autocast for training (use the same dtype as rollout).")
+    gradient_checkpointing: bool = arg(False, "Activation (gradient) checkpointing.")
+    seed: int = arg(1234, "Global random seed.")
+
+
+@dataclass(frozen=True)
+class MegatronConfig:
+    """Megatron-LM flags slime's launch scripts pass (parallelism and MODEL_ARGS). Model-shape
+    flags default to None: the HF config.json of --hf-checkpoint decides unless given."""
+
+    tensor_model_parallel_size: int = arg(1, "Tensor parallel size (Megatron backend).")
+    pipeline_model_parallel_size: int = arg(1, "Pipeline parallel size (Megatron backend).")
+    context_parallel_size: int = arg(1, "Context parallel size (Megatron backend).")
+    expert_model_parallel_size: int = arg(1, "Expert parallel size (Megatron backend).")
+    sequence_parallel: bool = arg(False, "Megatron sequence parallelism (needs TP > 1).")
+    recompute_activations: bool = arg(False, "Megatron activation recomputation.")
+    recompute_granularity: Literal["full", "selective"] | None = arg(None, "Megatron recompute granularity.")
+    recompute_method: Literal["uniform", "block"] | None = arg(None, "Megatron recompute method.")
+    recompute_num_layers: int | None = arg(None, "Layers per recompute chunk.")
+    use_distributed_optimizer: bool = arg(False, "Shard optimizer state across data-parallel ranks.")
+    num_layers: int | None = arg(None, "Model: transformer layers.")
+    hidden_size: int | None = arg(None, "Model: hidden size.")
+    ffn_hidden_size: int | None = arg(None, "Model: MLP hidden size.")
+    num_attention_heads: int | None = arg(None, "Model: attention heads.")
+    group_query_attention: bool = arg(False, "Model: grouped-query attention.")
+    num_query_groups: int | None = arg(None, "Model: key/value head groups.")
+    kv_channels: int | None = arg(None, "Model: head dimension.")
+    max_position_embeddings: int | None = arg(None, "Model: maximum positions.")
+    rotary_base: int | None = arg(None, "Model: RoPE base.")
+    norm_epsilon: float | None = arg(None, "Model: normalisation epsilon.")
+    normalization: str | None = arg(None, "Model: LayerNorm or RMSNorm.")
+    position_embedding_type: str | None = arg(None, "Model: rope, learned_absolute, none.")
+    use_rotary_position_embeddings: bool = arg(False, "Model: rotary embeddings.")
+    swiglu: bool = arg(False, "Model: SwiGLU MLP.")
+    disable_bias_linear: bool = arg(False, "Model: no bias in linear layers.")
+    add_qkv_bias: bool = arg(False, "Model: bias on QKV projections.")
+    qk_layernorm: bool = arg(False, "Model: normalise queries and keys.")
+    untie_embeddings_and_output_weights: bool = arg(False, "Model: separate output layer.")
+    vocab_size: int | None = arg(None, "Model: vocabulary size.")
+    attention_dropout: float | None = arg(None, "Model: attention dropout.")
+    hidden_dropout: float | None = arg(None, "Model: hidden dropout.")
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    save: str | None = arg(None, "Checkpoint root: <save>/checkpoint-<step>/ and checkpoint-latest.", flags=("--save-dir",))
+    save_interval: int | None = arg(None, "Save every N rollouts.")
+    load: str | None = arg(
+        None, "Resume from a checkpoint folder (or a root with checkpoint-latest).", flags=("--resume-from-checkpoint",)
+    )
+    save_hf: str | None = arg(None, "Also export an HF model to this path ({rollout_id} allowed).")
+    no_save_optim: bool = arg(False, "Do not save optimizer state (smaller, but not resumable).")
+    keep_last_n_checkpoints: int | None = arg(None, "Delete older checkpoints, keeping N (None = keep all).")
+
+
+@dataclass(frozen=True)
+class LoRAConfig:
+    use_lora: bool = arg(False, "Train low-rank adapters (peft) on a frozen base.")
+    lora_rank: int = arg(64, "LoRA rank r.")
+    lora_alpha: float = arg(128.0, "LoRA alpha (scale = alpha / r).")
+    lora_dropout: float = arg(0.0, "LoRA dropout (0 keeps training log-probs equal to rollout's).")
+    lora_target_modules: tuple[str, ...] = arg(("all-linear",), "Module names (peft target_modules).")
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    log_dir: str = arg("./logs", "Folder for training.log and metrics.jsonl.")
+    log_interval: int = arg(1, "Log every N steps.")
+    progress_bar: bool = arg(True, "Show a progress bar with ETA on stderr.", negative_flag="--no-progress-bar")
+    use_wandb: bool = arg(False, "Log to Weights & Biases (WANDB_MODE=offline works without network).")
+    wandb_mode: Literal["online", "offline", "disabled"] | None = arg(None, "W&B mode (overrides WANDB_MODE).")
+    wandb_project: str | None = arg(None, "W&B project.")
+    wandb_group: str | None = arg(None, "W&B group.")
+    wandb_team: str | None = arg(None, "W&B entity.")
+    wandb_dir: str | None = arg(None, "W&B local folder (default: <log_dir>).")
+    wandb_run_id: str | None = arg(None, "W&B run id (to resume a run).")
+    wandb_key: str | None = arg(None, "W&B API key (never logged).")
+    wandb_host: str | None = arg(None, "W&B server.")
+    use_tensorboard: bool = arg(False, "Write TensorBoard event files.")
+    tb_project_name: str | None = arg(None, "TensorBoard folder (default: $TENSORBOARD_DIR or <log_dir>/tensorboard).")
+    tb_experiment_name: str | None = arg(None, "TensorBoard run name.")
+
+
+@dataclass(frozen=True)
+class DebugConfig:
+    debug_rollout_only: bool = arg(False, "Only generate rollouts; no training.")
+    debug_train_only: bool = arg(False, "Only train (on --load-debug-rollout-data); no engines.")
+    save_debug_rollout_data: str | None = arg(None, "Save each rollout to this path ({rollout_id} template).")
+    load_debug_rollout_data: str | None = arg(None, "Train on saved rollouts (implies --debug-train-only).")
+    save_debug_train_data: str | None = arg(None, "Save each train batch to this path ({rollout_id} template).")
+
+
+@dataclass(frozen=True)
+class PluginConfig:
+    rollout_function_path: str = arg(
+        "slime.rollout.sglang_rollout.generate_rollout",
+        "fn(args, rollout_id, data_source, evaluation=False) producing the samples of one rollout.",
+    )
+    eval_function_path: str | None = arg(None, "Rollout function for eval (default: --rollout-function-path).")
+    custom_generate_function_path: str | None = arg(
+        None, "async fn(args, sample, sampling_params[, evaluation]) -> Sample | list[Sample]."
+    )
+    custom_rm_path: str | None = arg(
+        None, "async fn(args, sample) -> float | dict, or get_reward_model(config) with .score(prompt, response, next_state)."
+    )
+    custom_loss_function_path: str | None = arg(
+        None,
+        "fn(args, batch, logits, sum_of_sample_mean) -> (loss, metrics), or the reference's "
+        "compute_loss(policy_logits, reference_logits, rewards, advantages, config) -> Tensor.",
+    )
+    dynamic_sampling_filter_path: str | None = arg(None, "fn(args, samples) -> bool|DynamicFilterOutput per group (DAPO).")
+    data_source_path: str | None = arg(None, "Data source class (default: the prompt-data source with a buffer).")
+    buffer_filter_path: str | None = arg(None, "fn(args, rollout_id, buffer, num_samples) -> groups taken from the buffer.")
+    rollout_sample_filter_path: str | None = arg(None, "fn(args, samples) marking samples excluded from the loss.")
+    custom_reward_post_process_path: str | None = arg(None, "fn(args, samples) -> (raw_rewards, rewards).")
+    custom_convert_samples_to_train_data_path: str | None = arg(None, "fn(args, samples) -> train data dict.")
+    rollout_data_postprocess_path: str | None = arg(None, "fn(args, samples) after log-probs are known.")
+    custom_pg_loss_reducer_function_path: str | None = arg(None, "Reducer used for pg_loss only.")
+    custom_config_path: str | None = arg(None, "YAML of values for custom functions (exposed in extras).")
+    extra_args_provider_path: str | None = arg(
+        None, "fn(parser) adding a method's own flags (slime's add_custom_arguments); values land in extras."
+    )
+
+
+SECTIONS: dict[str, type] = {
+    "cluster": ClusterConfig,
+    "data": DataConfig,
+    "rollout": RolloutConfig,
+    "reward": RewardConfig,
+    "algorithm": AlgorithmConfig,
+    "optimizer": OptimizerConfig,
+    "megatron": MegatronConfig,
+    "checkpoint": CheckpointConfig,
+    "lora": LoRAConfig,
+    "logging": LoggingConfig,
+    "debug": DebugConfig,
+    "plugins": PluginConfig,
+}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    megatron: MegatronConfig = field(default_factory=MegatronConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    lora: LoRAConfig = field(default_factory=LoRAConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    debug: DebugConfig = field(default_factory=DebugConfig)
+    plugins: PluginConfig = field(default_factory=PluginConfig)
+    # Flags registered by a method folder (extra args providers) and --custom-config-path values.
+    extras: Mapping[str, Any] = field(default_factory=FrozenDict)
+
+    def to_flat_dict(self) -> dict[str, Any]:
+        """All values keyed by slime's attribute names (``args.lora_rank``), extras included."""
+        flat: dict[str, Any] = {}
+        for name in SECTIONS:
+            flat.update({f.name: getattr(getattr(self, name), f.name) for f in dataclasses.fields(SECTIONS[name])})
+        flat.update(self.extras)
+        return flat
+
+    def to_dict(self) -> dict[str, Any]:
+        """Nested plain-Python view (JSON-serialisable), e.g. for checkpoints and run metadata."""
+        out: dict[str, Any] = {}
+        for name in SECTIONS:
+            out[name] = {f.name: _plain(getattr(getattr(self, name), f.name)) for f in dataclasses.fields(SECTIONS[name])}
+        out["extras"] = {k: _plain(v) for k, v in self.extras.items()}
+        return out
+
+    def to_namespace(self) -> argparse.Namespace:
+        """A fresh flat ``args`` object for plugins written against slime (read it, don't rely on writing it:
+        changes to the copy never reach this config)."""
+        ns = argparse.Namespace(**{k: _plain(v) for k, v in self.to_flat_dict().items()})
+        # Derived attributes slime code commonly reads.
+        ns.world_size = self.cluster.actor_num_nodes * self.cluster.actor_num_gpus_per_node
+        return ns
+
+    def with_overrides(self, **values: Any) -> TrainConfig:
+        """A validated copy with some flat fields replaced: ``cfg.with_overrides(lr=1e-5)``."""
+        flat = {k: v for k, v in self.to_flat_dict().items() if k not in self.extras}
+        extras = dict(self.extras)
+        for key, value in values.items():
+            if key in flat:
+                flat[key] = value
+            elif key in extras:
+                extras[key] = value
+            else:
+                raise ConfigError(_unknown_message(key.replace("_", "-"), [_flag(n) for n in flat]))
+        return _build_config(flat, extras)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Parser construction
+# --------------------------------------------------------------------------------------------
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Show defaults, except the uninformative None / False."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, argparse.SUPPRESS) or action.help is None:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises ConfigError instead of exiting (callers decide how to report)."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        raise ConfigError(message)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _field_kind(tp: Any) -> tuple[str, Any, tuple[Any, ...] | None]:
+    """Map a field annotation to (kind, element type, choices). kind: bool|scalar|list|json."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        non_none = [a for a in args if a is not type(None)]
+        return _field_kind(non_none[0])
+    if origin is Literal:
+        return "scalar", type(args[0]), tuple(args)
+    if tp is bool:
+        return "bool", bool, None
+    if origin is tuple:
+        return "list", args[0], None
+    if tp is Mapping or origin in (Mapping, dict) or origin is typing.Mapping:
+        return "json", dict, None
+    return "scalar", tp, None
+
+
+def _field_specs() -> dict[str, tuple[str, dataclasses.Field, Any]]:
+    """dest -> (section, field, annotation) for every core field."""
+    specs: dict[str, tuple[str, dataclasses.Field, Any]] = {}
+    for section, cls in SECTIONS.items():
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if f.name in specs:
+                raise RuntimeError(f"duplicate config field {f.name}")
+            specs[f.name] = (section, f, hints[f.name])
+    return specs
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
+
+
+def build_parser(extra_args_providers: Iterable[Callable[[argparse.ArgumentParser], Any]] = ()) -> argparse.ArgumentParser:
+    """The full argparse parser: core flags grouped by section, then method providers' flags."""
+    parser = _Parser(
+        usage="%(prog)s [--config FILE.yaml] [--flag value ...]",
+        formatter_class=_HelpFormatter,
+        description="slime trainer (OpenClaw-RL). Flags may also come from --config FILE.yaml.",
+        allow_abbrev=False,  # prefix matching would silently accept typos
+    )
+    parser.add_argument("--config", type=str, default=None, help="YAML file; keys are flag names.")
+    groups = {name: parser.add_argument_group(name) for name in SECTIONS}
+    for dest, (section, f, tp) in _field_specs().items():
+        group = groups[section]
+        kind, elem, choices = _field_kind(tp)
+        meta = f.metadata
+        help_text = meta["help"]
+        if meta["env"]:
+            help_text += f" [env {meta['env']}]"
+        names = [_flag(dest), *meta["flags"]]
+        if kind == "bool":
+            if meta["negative_flag"]:
+                group.add_argument(meta["negative_flag"], dest=dest, action="store_false", help=help_text + " (turn off)")
+            else:
+                group.add_argument(*names, dest=dest, action=argparse.BooleanOptionalAction, help=help_text)
+        elif kind == "list":
+            group.add_argument(*names, dest=dest, type=elem, nargs="+", help=help_text)
+        elif kind == "json":
+            group.add_argument(*names, dest=dest, type=_json_object, help=help_text)
+        else:
+            group.add_argument(*names, dest=dest, type=elem, choices=choices, help=help_text)
+    parser.set_defaults(**{dest: f.default for dest, (_, f, _) in _field_specs().items()})
+    for provider in extra_args_providers:
+        try:
+            provider(parser.add_argument_group(getattr(provider, "__name__", "method")))
+        except argparse.ArgumentError as exc:
+            raise ConfigError(f"extra args provider {getattr(provider, '__name__', provider)!r} conflicts: {exc}") from None
+    return parser
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------------
+
+
+def _unknown_message(flag: str, candidates: Iterable[str]) -> str:
+    flag = flag if flag.startswith("-") else "--" + flag
+    close = difflib.get_close_matches(flag, sorted(set(candidates)), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else "; see --help for the list of flags"
+    return f"unknown flag {flag}{hint}"
+
+
+def _long_options(parser: argparse.ArgumentParser) -> list[str]:
+    return [opt for opt in parser._option_string_actions if opt.startswith("--")]
+
+
+def _coerce(action: argparse.Action, value: Any, source: str) -> Any:
+    """Convert a YAML / env value to what the action would store from the command line."""
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse.BooleanOptionalAction)):
+        if isinstance(value, str):
+            lowered = value.strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                value = True
+            elif lowered in ("0", "false", "no", "off", ""):
+                value = False
+        if not isinstance(value, bool):
+            raise ConfigError(f"{source}: expected true/false, got {value!r}")
+        return value
+    convert = action.type or (lambda v: v)
+    try:
+        if action.nargs in ("+", "*"):
+            items = value if isinstance(value, (list, tuple)) else str(value).split()
+            out = [convert(v) if isinstance(v, str) else v for v in items]
+        elif action.type is _json_object and isinstance(value, dict):
+            out = value
+        elif isinstance(value, str):
+            out = convert(value)
+        elif action.type in (int, float) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            out = action.type(value)
+            if action.type is int and out != value:
+                raise ValueError("not an integer")
+        else:
+            out = value
+    except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
+        raise ConfigError(f"{source}: invalid value {value!r} ({exc})") from None
+    if action.choices is not None and out not in action.choices:
+        raise ConfigError(f"{source}: {out!r} is not one of {list(action.choices)}")
+    return out
+
+
+def _resolve_key(parser: argparse.ArgumentParser, key: str) -> tuple[argparse.Action, bool] | None:
+    """Find the action for a YAML key given as a flag name (dashes or underscores) or a dest.
+
+    Returns (action, negate): negate is True for store_false flags given by dest name the
+    "positive" way round is handled by the caller (``rewards_normalization: false``)."""
+    flag = "--" + key.lstrip("-").replace("_", "-")
+    action = parser._option_string_actions.get(flag)
+    if action is not None:
+        return action, False
+    for action in parser._actions:
+        if action.dest == key.lstrip("-").replace("-", "_") and action.option_strings:
+            return action, True
+    return None
+
+
+def _apply_mapping(
+    parser: argparse.ArgumentParser, values: Mapping[str, Any], source: str, defaults: dict[str, Any]
+) -> None:
+    for key, value in values.items():
+        if isinstance(value, Mapping) and key in SECTIONS:
+            _apply_mapping(parser, value, f"{source} [{key}]", defaults)  # nested `lora: {lora_rank: 8}`
+            continue
+        if key in ("config",):
+            raise ConfigError(f"{source}: 'config' cannot be set inside a config file")
+        found = _resolve_key(parser, str(key))
+        if found is None:
+            raise ConfigError(f"{source}: " + _unknown_message(str(key).replace("_", "-"), _long_options(parser)))
+        action, by_dest = found
+        coerced = _coerce(action, value, f"{source} key {key!r}")
+        if isinstance(action, argparse._StoreFalseAction) and not by_dest:
+            coerced = not coerced  # `disable-rewards-normalization: true` stores False
+        defaults[action.dest] = coerced
+
+
+def load_yaml_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"--config {path}: file not found")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--config {path}: invalid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config {path}: expected a mapping of flag names to values")
+    return data
+
+
+def _env_defaults(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for dest, (_, f, _) in _field_specs().items():
+        name = f.metadata["env"]
+        if name and env.get(name, "") != "":
+            action = parser._option_string_actions[_flag(dest)]
+            out[dest] = _coerce(action, env[name], f"environment variable {name}")
+    return out
+
+
+def _preparse(argv: Sequence[str]) -> argparse.Namespace:
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--config", default=None)
+    pre.add_argument("--extra-args-provider-path", default=None)
+    ns, _ = pre.parse_known_args(list(argv))
+    return ns
+
+
+def parse_config(
+    argv: Sequence[str] | None = None,
+    extra_args_providers: Iterable[Callable[[argparse.ArgumentParser], Any]] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+) -> TrainConfig:
+    """Parse flags (plus --config YAML and env defaults) into a validated TrainConfig.
+
+    Raises ConfigError (a ValueError) with a message naming the offending flag.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    env = os.environ if env is None else env
+    pre = _preparse(argv)
+    yaml_values = load_yaml_config(pre.config) if pre.config else {}
+
+    providers = list(extra_args_providers)
+    provider_path = pre.extra_args_provider_path or _yaml_lookup(yaml_values, "extra_args_provider_path")
+    if provider_path:
+        from slime.utils.plugins import PluginError, load_args_provider
+
+        try:
+            providers.append(load_args_provider(provider_path))
+        except PluginError as exc:
+            raise ConfigError(f"--extra-args-provider-path: {exc}") from None
+
+    parser = build_parser(providers)
+    defaults = _env_defaults(parser, env)
+    if yaml_values:
+        _apply_mapping(parser, yaml_values, f"--config {pre.config}", defaults)
+    parser.set_defaults(**defaults)
+
+    ns, unknown = parser.parse_known_args(argv)
+    sglang_args, unknown = _split_sglang_args(unknown)
+    if sglang_args:
+        ns.sglang_args = {**dict(ns.sglang_args or {}), **sglang_args}
+    if unknown:
+        first = unknown[0]
+        if first.startswith("-"):
+            raise ConfigError(_unknown_message(first.split("=", 1)[0], _long_options(parser)))
+        raise ConfigError(f"unexpected argument {first!r} (flags take the form --name value)")
+
+    values = vars(ns)
+    values.pop("config", None)
+    specs = _field_specs()
+    flat = {k: v for k, v in values.items() if k in specs}
+    extras = {k: v for k, v in values.items() if k not in specs}
+    if flat.get("custom_config_path"):
+        for key, value in load_yaml_config(flat["custom_config_path"]).items():
+            extras.setdefault(key, value)
+    return _build_config(flat, extras)
+
+
+def _split_sglang_args(tokens: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    """Pull ``--sglang-<name> [VALUE]`` out of unparsed tokens (slime forwards those to SGLang)."""
+    collected: dict[str, Any] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.startswith("--sglang-"):
+            name, eq, value = tok[len("--sglang-") :].partition("=")
+            if not eq:
+                nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+                if nxt is not None and not nxt.startswith("--"):
+                    value, i = nxt, i + 1
+                else:
+                    value = True
+            collected[name.replace("-", "_")] = value
+        else:
+            rest.append(tok)
+        i += 1
+    return collected, rest
+
+
+def _yaml_lookup(values: Mapping[str, Any], dest: str) -> Any:
+    for key, value in values.items():
+        if isinstance(value, Mapping) and key in SECTIONS:
+            found = _yaml_lookup(value, dest)
+            if found is not None:
+                return found
+        elif str(key).lstrip("-").replace("-", "_") == dest:
+            return value
+    return None
+
+
+def parse_args(
+    argv: Sequence[str] | None = None,
+    extra_args_providers: Iterable[Callable[[argparse.ArgumentParser], Any]] = (),
+    add_custom_arguments: Callable[[argparse.ArgumentParser], Any] | None = None,
+) -> argparse.Namespace:
+    """slime-style entry: a flat Namespace; on bad input prints the error and exits with status 2."""
+    providers = list(extra_args_providers) + ([add_custom_arguments] if add_custom_arguments else [])
+    try:
+        return parse_config(argv, providers).to_namespace()
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+# --------------------------------------------------------------------------------------------
+# Derivation and validation
+# --------------------------------------------------------------------------------------------
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return FrozenDict({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _build_config(flat: dict[str, Any], extras: Mapping[str, Any]) -> TrainConfig:
+    v = dict(flat)
+    _derive(v)
+    _validate(v)
+    specs = _field_specs()
+    sections: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+    for dest, value in v.items():
+        sections[specs[dest][0]][dest] = _freeze(value)
+    built = {name: SECTIONS[name](**kw) for name, kw in sections.items()}
+    return TrainConfig(**built, extras=FrozenDict({k: _freeze(x) for k, x in extras.items()}))
+
+
+def _derive(v: dict[str, Any]) -> None:
+    """Fill values slime derives from others (documented next to each rule)."""
+    if v["eps_clip_high"] is None:
+        v["eps_clip_high"] = v["eps_clip"]
+    if v["colocate"]:
+        # Colocated engines share the training devices, so both sides must make room.
+        v["offload"] = True
+        if v["rollout_num_gpus"] is None:
+            v["rollout_num_gpus"] = v["actor_num_nodes"] * v["actor_num_gpus_per_node"]
+    if v["offload_train"] is None:
+        v["offload_train"] = bool(v["offload"])
+    if v["offload_rollout"] is None:
+        v["offload_rollout"] = bool(v["offload"])
+    if v["load_debug_rollout_data"]:
+        v["debug_train_only"] = True
+    if v["custom_loss_function_path"] and v["loss_type"] == "policy_loss":
+        # The reference passes only --custom-loss-function-path; slime also wants --loss-type custom_loss.
+        v["loss_type"] = "custom_loss"
+    if v["advantage_estimator"] == "on_policy_distillation":
+        v["use_opd"] = True
+    samples = v["rollout_batch_size"] * v["n_samples_per_prompt"]
+    if v["global_batch_size"] is None:
+        steps = v["num_steps_per_rollout"] or 1
+        if samples % steps:
+            raise ConfigError(
+                f"rollout_batch_size * n_samples_per_prompt = {samples} is not divisible by "
+                f"--num-steps-per-rollout {steps}"
+            )
+        v["global_batch_size"] = samples // steps
+    elif v["num_steps_per_rollout"] is not None and v["global_batch_size"] * v["num_steps_per_rollout"] != samples:
+        raise ConfigError(
+            f"--global-batch-size {v['global_batch_size']} * --num-steps-per-rollout {v['num_steps_per_rollout']} "
+            f"!= rollout_batch_size * n_samples_per_prompt = {samples}; set only one of them"
+        )
+    if v["num_steps_per_rollout"] is None:
+        v["num_steps_per_rollout"] = max(samples // v["global_batch_size"], 1) if v["global_batch_size"] else 1
+
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise ConfigError(message)
+
+
+def _validate(v: dict[str, Any]) -> None:
+    positive_ints = (
+        "actor_num_nodes", "actor_num_gpus_per_node", "rollout_num_gpus_per_engine", "rollout_batch_size",
+        "n_samples_per_prompt", "global_batch_size", "micro_batch_size", "update_weights_interval",
+        "majority_vote_n", "num_judge_workers", "lora_rank", "log_interval",
+    )
+    for name in positive_ints:
+        _check(v[name] is not None and v[name] >= 1, f"--{name.replace('_', '-')} must be >= 1, got {v[name]}")
+    for name in ("num_rollout", "num_epoch", "save_interval", "max_tokens_per_gpu", "eval_interval",
+                 "rollout_max_response_len", "rollout_max_context_len", "keep_last_n_checkpoints"):
+        if v[name] is not None:
+            _check(v[name] >= 1, f"--{name.replace('_', '-')} must be >= 1, got {v[name]}")
+    for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+                 "expert_model_parallel_size"):
+        _check(v[name] >= 1, f"--{name.replace('_', '-')} must be >= 1, got {v[name]}")
+    if v["train_backend"] == "megatron":
+        world = v["actor_num_nodes"] * v["actor_num_gpus_per_node"]
+        model_parallel = v["tensor_model_parallel_size"] * v["pipeline_model_parallel_size"] * v["context_parallel_size"]
+        _check(
+            world % model_parallel == 0,
+            f"training world size {world} is not divisible by TP * PP * CP = {model_parallel}",
+        )
+    if v["rollout_num_engines"] is not None:
+        _check(v["rollout_num_engines"] >= 1, f"--rollout-num-engines must be >= 1, got {v['rollout_num_engines']}")
+    samples = v["rollout_batch_size"] * v["n_samples_per_prompt"]
+    _check(
+        samples % v["global_batch_size"] == 0,
+        f"rollout_batch_size * n_samples_per_prompt = {v['rollout_batch_size']} * {v['n_samples_per_prompt']} = "
+        f"{samples} is not divisible by --global-batch-size {v['global_batch_size']}",
+    )
+    if not v["use_dynamic_batch_size"]:
+        world = v["actor_num_nodes"] * v["actor_num_gpus_per_node"]
+        _check(
+            v["global_batch_size"] % (v["micro_batch_size"] * world) == 0,
+            f"--global-batch-size {v['global_batch_size']} must be divisible by micro_batch_size * world size "
+            f"= {v['micro_batch_size']} * {world}",
+        )
+    else:
+        _check(v["max_tokens_per_gpu"] is not None, "--use-dynamic-batch-size requires --max-tokens-per-gpu")
+    _check(0.0 < v["eps_clip"] < 1.0, f"--eps-clip must be in (0, 1), got {v['eps_clip']}")
+    _check(v["eps_clip_high"] > 0.0, f"--eps-clip-high must be > 0, got {v['eps_clip_high']}")
+    if v["eps_clip_c"] is not None:
+        _check(v["eps_clip_c"] > 1.0, f"--eps-clip-c (dual clip) must be > 1.0, got {v['eps_clip_c']}")
+    for name in ("kl_coef", "kl_loss_coef", "entropy_coef", "opd_kl_coef", "opd_scalar_coef", "weight_decay", "lr", "min_lr", "clip_grad"):
+        _check(math.isfinite(v[name]) and v[name] >= 0.0, f"--{name.replace('_', '-')} must be >= 0, got {v[name]}")
+    _check(0.0 <= v["gamma"] <= 1.0, f"--gamma must be in [0, 1], got {v['gamma']}")
+    _check(v["tis_clip"] > 0.0, f"--tis-clip must be > 0, got {v['tis_clip']}")
+    _check(
+        0.0 <= v["tis_clip_low"] < v["tis_clip"],
+        f"--tis-clip-low must be in [0, --tis-clip={v['tis_clip']}), got {v['tis_clip_low']}",
+    )
+    _check(v["rollout_temperature"] > 0.0, f"--rollout-temperature must be > 0, got {v['rollout_temperature']}")
+    _check(0.0 < v["rollout_top_p"] <= 1.0, f"--rollout-top-p must be in (0, 1], got {v['rollout_top_p']}")
+    _check(v["rollout_top_k"] == -1 or v["rollout_top_k"] >= 1, f"--rollout-top-k must be -1 or >= 1, got {v['rollout_top_k']}")
+    _check(0.0 <= v["adam_beta1"] < 1.0 and 0.0 <= v["adam_beta2"] < 1.0, "--adam-beta1/--adam-beta2 must be in [0, 1)")
+    _check(0.0 <= v["majority_vote_threshold"] <= 1.0, f"--majority-vote-threshold must be in [0, 1], got {v['majority_vote_threshold']}")
+    _check(v["lora_alpha"] > 0.0, f"--lora-alpha must be > 0, got {v['lora_alpha']}")
+    _check(0.0 <= v["lora_dropout"] < 1.0, f"--lora-dropout must be in [0, 1), got {v['lora_dropout']}")
+    if v["use_lora"] and v["lora_dropout"] > 0.0:
+        logger.warning("--lora-dropout %s: training log-probs will differ from the rollout policy's", v["lora_dropout"])
+    if v["max_staleness"] is not None:
+        _check(v["max_staleness"] >= 0, f"--max-staleness must be >= 0, got {v['max_staleness']}")
+    if v["lr_warmup_fraction"] is not None:
+        _check(0.0 <= v["lr_warmup_fraction"] <= 1.0, "--lr-warmup-fraction must be in [0, 1]")
+    _check(not (v["debug_rollout_only"] and v["debug_train_only"]), "--debug-rollout-only and --debug-train-only are exclusive")
+    if v["loss_type"] == "custom_loss":
+        _check(bool(v["custom_loss_function_path"]), "--loss-type custom_loss requires --custom-loss-function-path")
+    if v["rollout_backend"] == "external":
+        _check(bool(v["rollout_external_engine_addrs"]), "--rollout-backend external requires --rollout-external-engine-addrs")
+    if v["use_kl_loss"] and v["kl_loss_coef"] == 0.0:
+        logger.warning("--use-kl-loss with --kl-loss-coef 0: the KL term is computed but has no effect")

@@ -1,0 +1,6 @@
+"""Trainer-runtime tests: make runtime_helpers importable (pytest runs with --import-mode=importlib)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

@@ -1,0 +1,76 @@
+"""Trainer flags (parsed by the real slime parser) -> SGLang launch commands."""
+
+from __future__ import annotations
+
+import pytest
+
+from slime.backends.megatron.sglang_launch import plan_sglang_rollout
+from slime.utils.arguments import parse_config
+
+
+def _args(*flags: str):
+    return parse_config(["--rollout-batch-size", "4", *flags], env={}).to_namespace()
+
+
+def _value(cmd: list[str], flag: str) -> str:
+    return cmd[cmd.index(flag) + 1]
+
+
+def test_two_engines_with_router_and_parsers():
+    args = _args("--actor-num-gpus-per-node", "4", "--rollout-num-gpus", "4", "--rollout-num-gpus-per-engine", "2",
+                 "--sglang-mem-fraction-static", "0.7", "--sglang-context-length", "8192",
+                 "--sglang-reasoning-parser", "qwen3", "--sglang-tool-call-parser", "qwen25", "--bf16")
+    plan = plan_sglang_rollout(args, "/models/qwen3-7b", base_port=31000, env={})
+    assert len(plan.engines) == 2
+    for i, engine in enumerate(plan.engines):
+        cmd = engine.command
+        assert cmd[1:3] == ["-m", "sglang.launch_server"]
+        assert _value(cmd, "--model-path") == "/models/qwen3-7b"
+        assert _value(cmd, "--tp-size") == "2"
+        assert _value(cmd, "--port") == str(31000 + i)
+        assert _value(cmd, "--mem-fraction-static") == "0.7"
+        assert _value(cmd, "--context-length") == "8192"
+        assert _value(cmd, "--reasoning-parser") == "qwen3"
+        assert _value(cmd, "--tool-call-parser") == "qwen25"
+        assert _value(cmd, "--dtype") == "bfloat16"  # same dtype as training
+    # rollout GPUs follow the 4 training GPUs, two per engine
+    assert [e.env["CUDA_VISIBLE_DEVICES"] for e in plan.engines] == ["4,5", "6,7"]
+    router = plan.router_command
+    assert router[1:3] == ["-m", "sglang_router.launch_router"]
+    workers = router[router.index("--worker-urls") + 1 : router.index("--host")]
+    assert workers == ["http://127.0.0.1:31000", "http://127.0.0.1:31001"]
+    assert plan.entry_url == f"http://127.0.0.1:{_value(router, '--port')}"
+
+
+def test_single_engine_no_router_rollout_gpus_env_and_passthrough():
+    args = _args("--rollout-num-gpus", "1", "--sglang-enable-metrics", "--sglang-chunked-prefill-size", "4096")
+    plan = plan_sglang_rollout(args, "/m", env={"ROLLOUT_GPUS": "6,7"})
+    (engine,) = plan.engines
+    assert plan.router_command is None and plan.entry_url == engine.url
+    assert engine.env["CUDA_VISIBLE_DEVICES"] == "6"
+    assert "--enable-metrics" in engine.command
+    assert _value(engine.command, "--chunked-prefill-size") == "4096"
+    assert "--dtype" not in engine.command  # fp32 training: SGLang keeps the checkpoint's dtype unless told
+
+
+def test_existing_router_is_used_not_launched():
+    args = _args("--rollout-num-gpus", "2", "--sglang-router-ip", "10.0.0.5", "--sglang-router-port", "8000")
+    plan = plan_sglang_rollout(args, "/m", env={})
+    assert plan.router_command is None
+    assert plan.entry_url == "http://10.0.0.5:8000"
+
+
+@pytest.mark.parametrize("flags, message", [
+    (("--rollout-num-gpus", "3", "--rollout-num-gpus-per-engine", "2"), "not divisible"),
+    (("--sglang-mem-fraction-static", "1.5"), "mem_fraction_static"),
+    (("--sglang-tp-size", "2"), "--rollout-num-gpus-per-engine"),
+    (("--sglang-context-length", "lots"), "invalid value"),
+])
+def test_bad_rollout_flags_are_errors(flags, message):
+    with pytest.raises(ValueError, match=message):
+        plan_sglang_rollout(_args(*flags), "/m", env={})
+
+
+def test_rollout_gpus_env_too_short():
+    with pytest.raises(ValueError, match="ROLLOUT_GPUS"):
+        plan_sglang_rollout(_args("--rollout-num-gpus", "4"), "/m", env={"ROLLOUT_GPUS": "4,5"})

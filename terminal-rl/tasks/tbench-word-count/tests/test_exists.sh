@@ -1,0 +1,1 @@
+test -f /workspace/word_count.txt

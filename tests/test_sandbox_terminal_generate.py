@@ -1,0 +1,120 @@
+"""terminal-rl's custom generate function against the real embedded engine over HTTP (tiny model):
+Samples' tokens, loss masks and log-probs align, observation tokens are masked and carry the
+engine's real log-probs."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "terminal-rl"))
+
+from openclaw.engines.sglang_client import SGLangClient  # noqa: E402
+from slime.utils.types import Sample  # noqa: E402
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+
+
+@pytest.fixture(scope="module")
+def engine_url(tiny_model_path):
+    from openclaw.engines.hf_engine import HFEngine
+    from openclaw.engines.serve import create_app, serve_in_thread
+
+    engine = HFEngine.load(str(tiny_model_path), dtype="float32", device="cpu", max_batch_size=8)
+    with serve_in_thread(create_app(engine)) as url:
+        yield url
+
+
+def spans(mask: list[int], value: int) -> list[tuple[int, int]]:
+    out, start = [], None
+    for i, m in enumerate(mask + [None]):
+        if m == value and start is None:
+            start = i
+        elif m != value and start is not None:
+            out.append((start, i))
+            start = None
+    return out
+
+
+def make_args(model_path, url, **kw) -> argparse.Namespace:
+    base = dict(hf_checkpoint=str(model_path), rollout_engine_urls=[url], max_steps=3, parallel_envs=2,
+                prm_step_coef=0.0, sandbox="bwrap", terminal_tasks=None, command_timeout=10.0,
+                rollout_max_context_len=1024)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+async def test_generate_builds_aligned_masked_sample(tiny_model_path, engine_url):
+    import terminal_generate
+    from terminal_tasks import load_tasks
+
+    task = next(t for t in load_tasks() if t.id == "create-file")
+    args = make_args(tiny_model_path, engine_url)
+    sample = Sample(index=0, prompt=task.instruction, metadata={"task": task.to_dict()})
+    params = {"max_new_tokens": 24, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "no_stop_trim": True,
+              "sampling_seed": 7}
+    out = await terminal_generate.generate(args, sample, params)
+    out.validate()
+    tok = terminal_generate.load_tokenizer(str(tiny_model_path))
+    prompt_len = out.prompt_length
+    response = out.tokens[prompt_len:]
+    assert len(response) == out.response_length == len(out.loss_mask) == len(out.rollout_log_probs)
+    assert all(math.isfinite(x) and x <= 0.0 for x in out.rollout_log_probs)
+    # A random tiny model never emits a command: every turn is answered with an observation, so
+    # the response is turn, obs, turn, obs, turn (MAX_STEPS=3).
+    model_spans, obs_spans = spans(out.loss_mask, 1), spans(out.loss_mask, 0)
+    assert len(model_spans) == 3 and len(obs_spans) == 2, (model_spans, obs_spans)
+    assert out.loss_mask[0] == 1 and out.loss_mask[-1] == 1
+    for a, b in obs_spans:
+        text = tok.decode(response[a:b])
+        assert "No command found" in text and "<|im_start|>user" in text and text.endswith("<|im_start|>assistant\n")
+    assert out.metadata["steps"] == 3 and out.metadata["actions"] == ["invalid"] * 3
+    assert out.reward == 0.0 and out.metadata["tests_total"] == 2
+    assert out.status in (Sample.Status.COMPLETED, Sample.Status.TRUNCATED)
+
+    # Observation log-probs are the engine's own scores of those tokens: rescoring the whole
+    # sequence in one prompt pass gives the same numbers (raw log-softmax, fp32).
+    async with SGLangClient(engine_url) as client:
+        scored = await client.generate({"input_ids": out.tokens, "sampling_params": {"max_new_tokens": 0},
+                                        "return_logprob": True, "logprob_start_len": prompt_len})
+    ref = [e[0] for e in scored["meta_info"]["input_token_logprobs"]]
+    assert len(ref) == out.response_length
+    for a, b in obs_spans:
+        assert out.rollout_log_probs[a:b] == pytest.approx(ref[a:b], abs=1e-4)
+    # Sampled tokens at temperature 1: the sampler's log-probs match the rescoring too.
+    for a, b in model_spans:
+        assert out.rollout_log_probs[a:b] == pytest.approx(ref[a:b], abs=1e-3)
+
+
+async def test_generate_respects_context_budget(tiny_model_path, engine_url):
+    import terminal_generate
+    from terminal_tasks import load_tasks
+
+    task = next(t for t in load_tasks() if t.id == "count-lines")
+    tok = terminal_generate.load_tokenizer(str(tiny_model_path))
+    messages = [{"role": "system", "content": terminal_generate.SYSTEM_PROMPT},
+                {"role": "user", "content": task.instruction}]
+    _, prompt_ids = terminal_generate.chat_prompt_ids(tok, messages)
+    budget = len(prompt_ids) + 40
+    args = make_args(tiny_model_path, engine_url, max_steps=5, rollout_max_context_len=budget)
+    sample = Sample(index=1, metadata={"task_id": task.id})
+    out = await terminal_generate.generate(args, sample, {"max_new_tokens": 32, "temperature": 1.0,
+                                                          "no_stop_trim": True})
+    out.validate()
+    assert len(out.tokens) <= budget
+    assert out.status == Sample.Status.TRUNCATED
+    assert out.metadata["task_id"] == "count-lines"
+
+
+async def test_generate_rejects_unknown_task(tiny_model_path, engine_url):
+    import terminal_generate
+
+    args = make_args(tiny_model_path, engine_url)
+    with pytest.raises(ValueError, match="unknown task id"):
+        await terminal_generate.generate(args, Sample(index=0, metadata={"task_id": "nope"}), {"max_new_tokens": 4})
