@@ -60,7 +60,6 @@ def main(argv: list[str] | None = None) -> int:
     import json
 
     import torch
-
     from slime.backends.fsdp.actor import FSDPTrainActor
     from slime.backends.fsdp.config import ActorConfig
     from slime.backends.fsdp.train_loop import build_loss_call

@@ -26,7 +26,6 @@ import os
 import platform
 import random
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -120,7 +119,8 @@ def make_turns(tok: Any, hist_tokens: int, sessions: int, turns_per_session: int
     out = []
     for s in range(sessions):
         msgs = make_history(tok, hist_tokens, 1000 + s)
-        n_prompt = len(tok.apply_chat_template(msgs, tokenize=False)) // 4  # ~chars per token
+        enc = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True)
+        n_prompt = len(enc["input_ids"] if hasattr(enc, "keys") else enc)
         seq = []
         for t in range(turns_per_session):
             reply = f"reply {s}.{t}"
@@ -164,20 +164,22 @@ def bench_observer(tok: Any, hist_tokens: int, records: int, workdir: Path) -> d
         d = workdir / f"obs_buf_c{conc}"
         observer = build_observer(InterceptConfig(buffer_dir=d))
 
-        async def run() -> tuple[list[float], float]:
+        async def run(observer: Any = observer, sessions: list = sessions, conc: int = conc) -> tuple[list[float], float]:
             try:
                 return await drive(observer, sessions, conc)
             finally:
                 await observer.aclose()
 
+        cpu0 = time.process_time()
         lat, wall = asyncio.run(run())
+        cpu = time.process_time() - cpu0
         with TrajectoryBuffer.open(d) as b:
             st = b.stats()
             problems = b.verify()
         out[conc] = {"n": len(lat), "p50": pct(lat, 50), "p99": pct(lat, 99), "records_per_s": len(lat) / wall,
                      "stored": st["turns"], "sessions": st["sessions"], "ready": st["by_state"]["ready"],
                      "mb": st["file_bytes"] / 1e6, "verify": problems,
-                     "prompt_tokens": len(sessions[0][0].prompt_ids)}
+                     "prompt_tokens": len(sessions[0][0].prompt_ids), "cpu_ms_per_record": cpu / len(lat) * 1000}
     return out
 
 
@@ -191,8 +193,9 @@ def main() -> int:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results/intercept_overhead.md"))
     args = ap.parse_args()
 
-    from openclaw.models import build_tiny_model
     from transformers import AutoTokenizer
+
+    from openclaw.models import build_tiny_model
 
     tiny = build_tiny_model("qwen3", seed=0)
     tok = AutoTokenizer.from_pretrained(tiny)
@@ -222,13 +225,14 @@ def main() -> int:
         "",
         "## B. The intercept as the server awaits it (`on_turn`: redact, identify, pair, durable commit)",
         "",
-        "| concurrency | turns | prompt tokens | added latency p50 | p99 | main-turn records/s | stored | verify |",
-        "|---|---|---|---|---|---|---|---|",
+        "| concurrency | turns | prompt tokens | added latency p50 | p99 | main-turn records/s | CPU per record |"
+        " stored | verify |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for conc, r in obs.items():
         lines.append(f"| {conc} | {r['n']} | {r['prompt_tokens']} | {r['p50'] * ms:.2f} ms | {r['p99'] * ms:.2f} ms | "
-                     f"{r['records_per_s']:.0f} | {r['stored']} in {r['sessions']} sessions | "
-                     f"{'ok' if not r['verify'] else r['verify'][:3]} |")
+                     f"{r['records_per_s']:.0f} | {r['cpu_ms_per_record']:.2f} ms | {r['stored']} in {r['sessions']} "
+                     f"sessions, {r['mb']:.1f} MB | {'ok' if not r['verify'] else r['verify'][:3]} |")
     if e2e is not None:
         lines += [
             "",

@@ -92,23 +92,31 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cores = sorted(os.sched_getaffinity(0))[: args.cores]
     os.sched_setaffinity(0, cores)
+    load_before = os.getloadavg()[0]
     results = {}
     for mode in ("plain", "sandbox"):
+        # One episode at a time first: the per-step cost without queueing.
+        results[mode + "-serial"] = asyncio.run(measure(mode, max(4, args.episodes // 8), 1))
         results[mode] = asyncio.run(measure(mode, args.episodes, args.parallel_envs))
     plain, sbx = results["plain"], results["sandbox"]
+    serial_overhead_ms = results["sandbox-serial"]["step_ms_p50"] - results["plain-serial"]["step_ms_p50"]
     overhead_ms = sbx["step_ms_mean"] - plain["step_ms_mean"]
     ratio = sbx["episodes_per_s"] / plain["episodes_per_s"]
     lines = [
         f"machine: {platform.node()} {platform.machine()}, {len(cores)} cores pinned ({cores}), "
-        f"PARALLEL_ENVS={args.parallel_envs}, episodes={args.episodes}, steps/episode={len(STEPS)}",
-        "| mode | episodes/s | step mean ms | step p50 ms | step p95 ms |",
-        "|---|---|---|---|---|",
+        f"PARALLEL_ENVS={args.parallel_envs}, episodes={args.episodes}, steps/episode={len(STEPS)}, "
+        f"1-min load average at start {load_before:.1f} (a shared machine)",
+        "| mode | concurrency | episodes/s | step mean ms | step p50 ms | step p95 ms |",
+        "|---|---|---|---|---|---|",
     ]
-    for mode in ("plain", "sandbox"):
+    for mode in ("plain-serial", "sandbox-serial", "plain", "sandbox"):
         r = results[mode]
-        lines.append(f"| {mode} | {r['episodes_per_s']:.2f} | {r['step_ms_mean']:.1f} | {r['step_ms_p50']:.1f} "
-                     f"| {r['step_ms_p95']:.1f} |")
-    lines.append(f"per-step sandbox overhead (mean, under load): {overhead_ms:.1f} ms")
+        conc = 1 if mode.endswith("serial") else args.parallel_envs
+        lines.append(f"| {mode.split('-')[0]} | {conc} | {r['episodes_per_s']:.2f} | {r['step_ms_mean']:.1f} "
+                     f"| {r['step_ms_p50']:.1f} | {r['step_ms_p95']:.1f} |")
+    lines.append(f"per-step sandbox overhead, one episode at a time (p50): {serial_overhead_ms:.1f} ms")
+    lines.append(f"per-step sandbox overhead at PARALLEL_ENVS={args.parallel_envs} (mean, incl. queueing): "
+                 f"{overhead_ms:.1f} ms")
     lines.append(f"ratio sandbox/plain episodes per second: {ratio:.3f}")
     print("\n".join(lines))
     if args.out:
@@ -116,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(
             "# Sandbox throughput (bubblewrap vs plain subprocess)\n\n"
-            f"Command: `{cmd.strip()}`\n\n" + "\n".join(lines[:1]) + "\n\n" + "\n".join(lines[1:-2]) + "\n\n"
-            + "\n".join(f"- {x}" for x in lines[-2:]) + "\n"
+            f"Command: `{cmd.strip()}`\n\n" + "\n".join(lines[:1]) + "\n\n" + "\n".join(lines[1:-3]) + "\n\n"
+            + "\n".join(f"- {x}" for x in lines[-3:]) + "\n"
         )
     return 0
 

@@ -136,8 +136,8 @@ def main() -> None:
     a = ap.parse_args()
     import tempfile
 
-    import trl
     import transformers
+    import trl
     from transformers import AutoConfig
 
     from openclaw.models import resolve_model_path

@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 
 import ray
-
 from slime.ray.driver import Run, rollout_summary, setup
 from slime.rollout.staleness import apply_staleness
 from slime.utils.arguments import ConfigError, parse_config

@@ -4,7 +4,8 @@
 #
 #   ENV_TYPE=terminal MAX_STEPS=20 PARALLEL_ENVS=32 bash terminal-rl/run_terminal_rl.sh
 #
-# Every setting is an environment variable with a default (see terminal-rl/README.md). With no GPU
+# Extra command-line arguments are passed to slime/train.py. Every setting is an environment
+# variable with a default (see terminal-rl/README.md). With no GPU
 # and no MODEL_PATH, the embedded CPU preset runs (SmolLM2-135M-Instruct or a tiny model,
 # embedded engine, LoRA).
 set -euo pipefail
@@ -27,7 +28,10 @@ RAY_PORT="${RAY_PORT:-6390}"
 RAY_DASHBOARD_PORT="${RAY_DASHBOARD_PORT:-8265}"
 RAY_START_TIMEOUT="${RAY_START_TIMEOUT:-120}"
 EXTRA_ARGS="${EXTRA_ARGS:-}"
-DRY_RUN="${DRY_RUN:-0}"
+DRY_RUN="${DRY_RUN:-${OPENCLAW_DRY_RUN:-0}}"  # print the train command and exit
+RESUME_CKPT="${RESUME_CKPT:-}"
+TRAIN_GPUS="${TRAIN_GPUS:-}"
+ROLLOUT_GPUS="${ROLLOUT_GPUS:-}"
 
 if [ "$ENV_TYPE" != "terminal" ]; then
   echo "error: ENV_TYPE=$ENV_TYPE, but this script trains ENV_TYPE=terminal" >&2
@@ -99,6 +103,10 @@ read -r -a OPTIMIZER_ARR <<<"$OPTIMIZER_ARGS"
 read -r -a LORA_ARR <<<"$LORA_ARGS"
 read -r -a CKPT_ARR <<<"$CKPT_ARGS"
 read -r -a EXTRA_ARR <<<"$EXTRA_ARGS"
+CLUSTER_ARR=()
+if [ -n "$TRAIN_GPUS" ]; then CLUSTER_ARR+=(--actor-num-gpus-per-node "$(awk -F, '{print NF}' <<<"$TRAIN_GPUS")"); fi
+if [ -n "$ROLLOUT_GPUS" ]; then CLUSTER_ARR+=(--rollout-num-gpus "$(awk -F, '{print NF}' <<<"$ROLLOUT_GPUS")"); fi
+if [ -n "$RESUME_CKPT" ]; then CLUSTER_ARR+=(--resume-from-checkpoint "$(abspath "$RESUME_CKPT")"); fi
 
 TRAIN_CMD=(
   python slime/train.py
@@ -110,7 +118,8 @@ TRAIN_CMD=(
   --sandbox "$SANDBOX" --terminal-tasks "$(abspath "$TASKS_PATH")"
   --num-rollout "$NUM_ROLLOUT"
   --save "$CKPT_SAVE_DIR" --log-dir "$LOG_DIR"
-  "${ROLLOUT_ARR[@]}" "${OPTIMIZER_ARR[@]}" "${LORA_ARR[@]}" "${CKPT_ARR[@]}" "${EXTRA_ARR[@]}"
+  "${ROLLOUT_ARR[@]}" "${OPTIMIZER_ARR[@]}" "${LORA_ARR[@]}" "${CKPT_ARR[@]}" "${CLUSTER_ARR[@]}"
+  "${EXTRA_ARR[@]}" "$@"
 )
 RUNTIME_ENV="{\"env_vars\": {\"PYTHONPATH\": \"terminal-rl\", \"RAY_AUTH_MODE\": \"$RAY_AUTH_MODE\", \"HF_HUB_OFFLINE\": \"$HF_HUB_OFFLINE\", \"MAX_STEPS\": \"$MAX_STEPS\", \"PARALLEL_ENVS\": \"$PARALLEL_ENVS\", \"OPENCLAW_SANDBOX\": \"$SANDBOX\"}}"
 

@@ -4,10 +4,12 @@ episode's sandbox, evaluate runs the task's tests (reward = fraction passed)."""
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 
-from openclaw.sandbox import ExecResult, SandboxSession
 from terminal_tasks import TerminalTask, pytest_summary
+
+from openclaw.sandbox import ExecResult, SandboxSession
 
 SYSTEM_PROMPT = (
     "You are an agent operating a Linux shell in the directory /workspace. "
@@ -113,8 +115,9 @@ class TerminalEnv:
         if task.style == "terminal-bench":
             files = dict(task.test_files, **{"run-tests.sh": task.tests["run-tests.sh"]})
             tests_dir = self.session.stage("tests", files)
+            where = shlex.quote(self.session.bound_path(tests_dir, "/tests"))
             r = await self.session.run(
-                "TEST_DIR=/tests bash /tests/run-tests.sh", ro_binds=[(tests_dir, "/tests")]
+                f"TEST_DIR={where} bash {where}/run-tests.sh", ro_binds=[(tests_dir, "/tests")]
             )
             summary = pytest_summary(r.stdout)
             if summary is None:

@@ -13,12 +13,19 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from openclaw.engines.sglang_client import SGLangClient
-from openclaw.sandbox import SandboxConfig, parallel_envs_from_env, sandbox_config_from_env
-from openclaw.sandbox.episode import chat_prompt_ids, encode, engine_url_for, load_tokenizer, pool_for_running_loop
-from openclaw.sandbox.trajectory import ObservationFormat, TrajectoryBuilder
 from terminal_env import SYSTEM_PROMPT, TerminalEnv, episode_reward
 from terminal_tasks import TerminalTask, load_tasks
+
+from openclaw.engines.sglang_client import SGLangClient
+from openclaw.sandbox import SandboxConfig, parallel_envs_from_env, sandbox_config_from_env
+from openclaw.sandbox.episode import (
+    chat_prompt_ids,
+    encode,
+    engine_url_for,
+    load_tokenizer,
+    pool_for_running_loop,
+)
+from openclaw.sandbox.trajectory import ObservationFormat, TrajectoryBuilder
 
 MIN_TURN_TOKENS = 8  # don't append an observation that leaves the model no room to answer
 
@@ -107,7 +114,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             step = await env.step(turn.text)
             if step.done:
                 break
-            closed = bool(obs_format.end_of_turn) and turn.text.endswith(obs_format.end_of_turn)
+            closed = obs_format.closes(turn.token_ids)
             obs_ids = encode(tokenizer, obs_format.text(step.observation, turn_closed=closed))
             if builder.budget - len(obs_ids) < MIN_TURN_TOKENS:
                 status = Sample.Status.TRUNCATED

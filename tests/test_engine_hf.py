@@ -328,3 +328,18 @@ async def test_embedded_smollm2_knows_paris(embedded_model_path):
         assert res.output_logprobs == pytest.approx(ref, abs=1e-4)
     finally:
         await eng.shutdown()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+async def test_cuda_engine_matches_cpu(tiny_model_path, engine):
+    gpu = HFEngine.load(str(tiny_model_path), device="cuda")
+    try:
+        reqs = [_greedy(gpu, p, n=8) for p in PROMPTS]
+        on_gpu = await asyncio.gather(*(gpu.generate(r) for r in reqs))
+        on_cpu = [await engine.generate(r) for r in reqs]
+        for g, c in zip(on_gpu, on_cpu, strict=True):
+            assert g.output_ids == c.output_ids
+            assert g.output_logprobs == pytest.approx(c.output_logprobs, abs=1e-3)
+    finally:
+        await gpu.shutdown()

@@ -90,9 +90,9 @@ def test_export_import_round_trip(tmp_path: Path) -> None:
         a = json.loads(cli("export", "--dir", str(src)).stdout)
         b = json.loads(cli("export", "--dir", str(target)).stdout)
         strip = ("turn_id", "metadata")
-        for sa, sb in zip(a, b):
+        for sa, sb in zip(a, b, strict=True):
             assert sa["session_id"] == sb["session_id"]
-            for ta, tb in zip(sa["turns"], sb["turns"]):
+            for ta, tb in zip(sa["turns"], sb["turns"], strict=True):
                 assert {k: v for k, v in ta.items() if k not in strip} == {k: v for k, v in tb.items() if k not in strip}
         assert "ok" in cli("verify", "--dir", str(target)).stdout
 

@@ -83,6 +83,9 @@ def test_runtime_line_and_next_state() -> None:
     msgs = [{"role": "user", "content": "hello\n\nRuntime: agent=main | session=agent:main:x | sessionId=abc-123 | host=vm"}]
     assert runtime_session_id(msgs) == "abc-123"
     assert runtime_session_id([{"role": "assistant", "content": "sessionId=nope"}]) is None
+    # user text imitating the line: control characters never reach a session id
+    assert runtime_session_id([{"role": "user", "content": "sessionId=ab\x00cd"}]) == "ab"
+    assert runtime_session_id([{"role": "user", "content": "sessionId=\x00\n" + "y" * 10_000}]) is None
     tool_loop = [{"role": "user", "content": "q"},
                  {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{}"}}]},
                  {"role": "tool", "tool_call_id": "a", "content": "r1"}, {"role": "tool", "tool_call_id": "b", "content": "r2"},

@@ -129,7 +129,7 @@ async def test_no_network_including_host_loopback():
         while not stop.is_set():
             try:
                 conn, addr = listener.accept()
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 continue
             accepted.append(addr)
             conn.close()
@@ -263,6 +263,22 @@ asyncio.run(main())
 """
 
 
+def cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")[:120]
+    except OSError:
+        return "?"
+
+
+def sleeps(token: str) -> list[int]:
+    return [p for p in pids_with_marker(token) if cmdline(p).startswith("sleep ")]
+
+
+def describe(pids: list[int]) -> list[str]:
+    return [f"{p}: {cmdline(p)}" for p in pids]
+
+
 def test_killing_the_parent_kills_the_sandbox():
     token = marker()
     parent = subprocess.Popen(
@@ -274,14 +290,18 @@ def test_killing_the_parent_kills_the_sandbox():
     try:
         line = parent.stdout.readline()
         assert line.startswith("UID"), line
-        assert wait_until(lambda: len(pids_with_marker(token)) >= 2, 15), "sandbox never started"
+        # Wait until the command itself runs (both sleeps), i.e. the sandbox is fully up.
+        assert wait_until(lambda: len(sleeps(token)) >= 2, 30), "sandbox never started"
         children = pids_with_marker(token)
         os.kill(parent.pid, 9)
         parent.wait(timeout=10)
-        # --die-with-parent: bwrap and everything in its pid namespace go down with the parent.
-        assert wait_until(lambda: not pids_with_marker(token), 10), pids_with_marker(token)
+        # The parent-death signal (outer bwrap) and the lifeline watchdog (everything inside the
+        # pid namespace) take the whole sandbox down with the parent.
+        assert wait_until(lambda: not pids_with_marker(token), 10), describe(pids_with_marker(token))
+        # Each PID that belonged to the sandbox is gone (or reused by an unrelated process).
+        assert len(children) >= 4  # outer bwrap, inner bwrap, the shell, two sleeps (minus races)
         for pid in children:
-            assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] == "Z"
+            assert token not in cmdline(pid)
     finally:
         if parent.poll() is None:
             parent.kill()

@@ -13,9 +13,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "terminal-rl"))  # a method folder, not a package (as the trainer loads it)
 
-from openclaw.sandbox import SandboxConfig, SandboxPool  # noqa: E402
 from terminal_env import INVALID_OBSERVATION, TerminalEnv, episode_reward, parse_action  # noqa: E402
 from terminal_tasks import TerminalTask, load_tasks, pytest_summary  # noqa: E402
+
+from openclaw.sandbox import SandboxConfig, SandboxPool  # noqa: E402
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 TASKS = load_tasks()
@@ -87,7 +88,7 @@ async def run_episode(pool: SandboxPool, task: TerminalTask, turns: list[str], m
 
 
 @needs_bwrap
-async def test_reference_solutions_score_one_and_doing_nothing_scores_less():
+async def test_reference_solutions_score_one_and_doing_nothing_scores_zero():
     pool = SandboxPool(SandboxConfig(), size=4)
 
     async def check(task: TerminalTask) -> tuple[str, float, float]:
@@ -99,7 +100,8 @@ async def test_reference_solutions_score_one_and_doing_nothing_scores_less():
     results = await asyncio.gather(*(check(t) for t in TASKS))
     failures = [(tid, good) for tid, good, _ in results if good != 1.0]
     assert not failures, f"reference solutions must pass every test: {failures}"
-    trivially_passing = [tid for tid, _, bad in results if bad >= 1.0]
+    # No test may pass without work (a test that does gives reward for nothing).
+    trivially_passing = [tid for tid, _, bad in results if bad > 0.0]
     assert not trivially_passing, f"tests pass without any work: {trivially_passing}"
 
 
@@ -153,3 +155,12 @@ async def test_setup_failure_is_reported():
     async with pool.session() as sb:
         with pytest.raises(RuntimeError, match="setup failed"):
             await TerminalEnv(task, sb).reset()
+
+
+async def test_unsandboxed_debug_mode_runs_the_same_episode(caplog):
+    # --sandbox none: no isolation (a loud warning), same env semantics, for trusted debugging.
+    task = next(t for t in TASKS if t.id == "tar-extract")
+    pool = SandboxPool(SandboxConfig(kind="none"), size=1)
+    assert "SANDBOX DISABLED" in caplog.text
+    _, steps, good = await run_episode(pool, task, [wrap(c) for c in task.solution])
+    assert good.fraction == 1.0 and steps[0].exec_result.exit_code == 0

@@ -15,8 +15,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "terminal-rl"))
 
-from openclaw.engines.sglang_client import SGLangClient  # noqa: E402
 from slime.utils.types import Sample  # noqa: E402
+
+from openclaw.engines.sglang_client import SGLangClient  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 

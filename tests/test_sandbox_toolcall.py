@@ -15,7 +15,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "toolcall-rl"))
 
-from openclaw.sandbox import SandboxConfig, SandboxPool  # noqa: E402
 from slime.utils.types import Sample  # noqa: E402
 from toolcall_env import ToolCallEnv  # noqa: E402
 from toolcall_tasks import (  # noqa: E402
@@ -27,6 +26,8 @@ from toolcall_tasks import (  # noqa: E402
     normalize_number,
 )
 from toolcall_tools import CalculatorError, calculate, call_tool, load_tools_config  # noqa: E402
+
+from openclaw.sandbox import SandboxConfig, SandboxPool  # noqa: E402
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 TOOLS = load_tools_config()
@@ -164,3 +165,21 @@ async def test_generate_against_real_engine(tiny_model_path, engine_url):
     assert "<tools>" in out.prompt and "calculator" in out.prompt
     with pytest.raises(ValueError, match="needs a question"):
         await toolcall_generate.generate(args, Sample(index=1), {"max_new_tokens": 4})
+
+
+def test_observation_format_from_real_tokenizer(tiny_model_path):
+    from toolcall_generate import template_tool_content
+
+    from openclaw.sandbox.episode import load_tokenizer
+    from openclaw.sandbox.trajectory import ObservationFormat
+
+    tok = load_tokenizer(str(tiny_model_path))
+    fmt = ObservationFormat.from_tokenizer(tok, role="tool")
+    assert fmt.prefix == "<|im_end|>\n<|im_start|>tool\n" and fmt.suffix == "<|im_end|>\n<|im_start|>assistant\n"
+    assert fmt.closes([5, tok.eos_token_id]) and not fmt.closes([5, 6]) and not fmt.closes([])
+    assert fmt.text("R", turn_closed=True) == "\n<|im_start|>tool\nR<|im_end|>\n<|im_start|>assistant\n"
+    obs = '<tool_response>\n{"name": "calculator", "content": "4"}\n</tool_response>'
+    assert template_tool_content(obs, fmt) == obs  # ChatML has no tool tags of its own: keep ours
+    qwen_like = ObservationFormat("<|im_end|>\n<|im_start|>user\n<tool_response>\n",
+                                  "\n</tool_response><|im_end|>\n<|im_start|>assistant\n", "<|im_end|>", 2)
+    assert template_tool_content(obs, qwen_like) == '{"name": "calculator", "content": "4"}'

@@ -6,7 +6,14 @@ from __future__ import annotations
 import openai
 import pytest
 
-from openclaw.server import ConfigError, EngineConfig, ServerConfig, create_app, parse_config, serve_in_background
+from openclaw.server import (
+    ConfigError,
+    EngineConfig,
+    ServerConfig,
+    create_app,
+    parse_config,
+    serve_in_background,
+)
 from openclaw.server.engine_loader import load_engine
 
 HI = [{"role": "user", "content": "Say something."}]

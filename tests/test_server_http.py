@@ -201,6 +201,17 @@ def test_bad_requests_get_400(server, name, kwargs, param):
     assert err["type"] == "invalid_request_error"
 
 
+def test_hostile_nesting_is_a_400(server):
+    assert_openai_error(_post(server, content=b"[" * 20_000 + b"]" * 20_000,
+                              headers={"content-type": "application/json"}), 400)
+    # A tool schema nested 800 deep: parseable, but too deep to re-serialise (built as text because
+    # the client's own JSON encoder would refuse it).
+    deep = '{"type": "object", "properties": {"x": ' * 800 + '{"type": "object"}' + "}}" * 800
+    body = ('{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, '
+            '"tools": [{"type": "function", "function": {"name": "f", "parameters": ' + deep + "}}]}")
+    assert_openai_error(_post(server, content=body.encode(), headers={"content-type": "application/json"}), 400)
+
+
 def test_context_length_errors_name_the_numbers(server):
     long_msg = [{"role": "user", "content": "hello " * 5000}]  # ~5000 tokens > 4096 context, ~30 KB body
     err = assert_openai_error(_post(server, {"messages": long_msg}), 400, "messages",
@@ -302,3 +313,24 @@ def test_parallel_streams_are_independent(server, client):
     for t in threads:
         t.join(60)
     assert out == expected
+
+
+def test_engine_abort_is_a_503_not_a_truncated_reply(server):
+    engine = server.app.state.openclaw.engine
+    wait_until(lambda: engine.num_pending() == 0, what="idle engine")
+    out: dict[str, httpx.Response] = {}
+
+    def call() -> None:
+        out["r"] = httpx.post(server.base_url + "/v1/chat/completions", timeout=120,
+                              json={"messages": HI, "max_tokens": 3500, "temperature": 0})
+
+    worker = threading.Thread(target=call)
+    steps = engine.steps
+    worker.start()
+    wait_until(lambda: engine.num_pending() == 1 and engine.steps > steps + 2, what="generation to start")
+    assert httpx.post(server.base_url + "/pause_generation", json={"mode": "abort"}).status_code == 200
+    worker.join(60)
+    assert_openai_error(out["r"], 503, contains="aborted")
+    assert httpx.post(server.base_url + "/continue_generation", json={}).status_code == 200
+    ok = httpx.post(server.base_url + "/v1/chat/completions", json={"messages": HI, "max_tokens": 2}, timeout=60)
+    assert ok.status_code == 200

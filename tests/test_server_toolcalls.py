@@ -127,3 +127,8 @@ def test_named_tool_choice_forces_the_call(client):
     (call,) = r.choices[0].message.tool_calls
     assert call.function.name == "get_time" and r.choices[0].finish_reason == "tool_calls"
     assert r.choices[0].message.content is None
+    chunks = list(ask(client, tools=[WEATHER, other], max_tokens=12, stream=True,
+                      tool_choice={"type": "function", "function": {"name": "get_time"}}))
+    assert not any(c.choices[0].delta.content for c in chunks if c.choices)
+    calls = [tc for c in chunks if c.choices and c.choices[0].delta.tool_calls for tc in c.choices[0].delta.tool_calls]
+    assert [tc.function.name for tc in calls] == ["get_time"]

@@ -241,3 +241,30 @@ def test_rl_control_rejects_bad_values(headers, body):
     with pytest.raises(OpenAIError) as err:
         extract_rl_control(headers, body)
     assert err.value.status == 400 and err.value.param
+
+
+def test_template_with_native_tools_support_gets_tools_directly(tiny_model_path):
+    """A Qwen/Hermes-style template that renders `tools` itself receives them (and tool-call
+    arguments as objects) instead of our system-prompt rendering."""
+    from transformers import AutoTokenizer
+
+    from openclaw.server.prompting import template_supports_tools
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    assert not template_supports_tools(tok)  # SmolLM2's ChatML template ignores tools
+    tok.chat_template = (
+        "{% if tools %}<|im_start|>system\nTOOLS:{% for t in tools %} {{ t.function.name }}{% endfor %}<|im_end|>\n"
+        "{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+        "{% for tc in m.tool_calls or [] %}CALL {{ tc.function.name }} {{ tc.function.arguments.city }}{% endfor %}"
+        "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    assert template_supports_tools(tok)
+    req = ChatCompletionRequest.model_validate({"tools": [WEATHER], "messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "snow"}]})
+    prompt = render_prompt(tok, normalize_messages(req.messages), [WEATHER], tool_mode(req))
+    assert prompt.text.startswith("<|im_start|>system\nTOOLS: get_weather<|im_end|>")
+    assert "CALL get_weather Oslo" in prompt.text and "<|im_start|>tool\nsnow" in prompt.text
+    assert "# Tools" not in prompt.text
+    assert prompt.input_ids == tok.encode(prompt.text, add_special_tokens=False)

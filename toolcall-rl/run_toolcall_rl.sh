@@ -4,7 +4,8 @@
 #
 #   ENV_TYPE=toolcall TOOLS_CONFIG=./toolcall-rl/tools_config.json PARALLEL_ENVS=64 bash toolcall-rl/run_toolcall_rl.sh
 #
-# Every setting is an environment variable with a default (see toolcall-rl/README.md). With no GPU
+# Extra command-line arguments are passed to slime/train.py. Every setting is an environment
+# variable with a default (see toolcall-rl/README.md). With no GPU
 # and no MODEL_PATH, the embedded CPU preset runs (SmolLM2-135M-Instruct or a tiny model,
 # embedded engine, LoRA).
 set -euo pipefail
@@ -29,7 +30,10 @@ RAY_PORT="${RAY_PORT:-6390}"
 RAY_DASHBOARD_PORT="${RAY_DASHBOARD_PORT:-8265}"
 RAY_START_TIMEOUT="${RAY_START_TIMEOUT:-120}"
 EXTRA_ARGS="${EXTRA_ARGS:-}"
-DRY_RUN="${DRY_RUN:-0}"
+DRY_RUN="${DRY_RUN:-${OPENCLAW_DRY_RUN:-0}}"  # print the train command and exit
+RESUME_CKPT="${RESUME_CKPT:-}"
+TRAIN_GPUS="${TRAIN_GPUS:-}"
+ROLLOUT_GPUS="${ROLLOUT_GPUS:-}"
 
 if [ "$ENV_TYPE" != "toolcall" ]; then
   echo "error: ENV_TYPE=$ENV_TYPE, but this script trains ENV_TYPE=toolcall" >&2
@@ -109,6 +113,10 @@ read -r -a OPTIMIZER_ARR <<<"$OPTIMIZER_ARGS"
 read -r -a LORA_ARR <<<"$LORA_ARGS"
 read -r -a CKPT_ARR <<<"$CKPT_ARGS"
 read -r -a EXTRA_ARR <<<"$EXTRA_ARGS"
+CLUSTER_ARR=()
+if [ -n "$TRAIN_GPUS" ]; then CLUSTER_ARR+=(--actor-num-gpus-per-node "$(awk -F, '{print NF}' <<<"$TRAIN_GPUS")"); fi
+if [ -n "$ROLLOUT_GPUS" ]; then CLUSTER_ARR+=(--rollout-num-gpus "$(awk -F, '{print NF}' <<<"$ROLLOUT_GPUS")"); fi
+if [ -n "$RESUME_CKPT" ]; then CLUSTER_ARR+=(--resume-from-checkpoint "$(abspath "$RESUME_CKPT")"); fi
 
 TRAIN_CMD=(
   python slime/train.py
@@ -121,7 +129,8 @@ TRAIN_CMD=(
   --max-steps "$MAX_STEPS" --parallel-envs "$PARALLEL_ENVS" --sandbox "$SANDBOX"
   --num-rollout "$NUM_ROLLOUT"
   --save "$CKPT_SAVE_DIR" --log-dir "$LOG_DIR"
-  "${ROLLOUT_ARR[@]}" "${OPTIMIZER_ARR[@]}" "${LORA_ARR[@]}" "${CKPT_ARR[@]}" "${EXTRA_ARR[@]}"
+  "${ROLLOUT_ARR[@]}" "${OPTIMIZER_ARR[@]}" "${LORA_ARR[@]}" "${CKPT_ARR[@]}" "${CLUSTER_ARR[@]}"
+  "${EXTRA_ARR[@]}" "$@"
 )
 RUNTIME_ENV="{\"env_vars\": {\"PYTHONPATH\": \"toolcall-rl\", \"RAY_AUTH_MODE\": \"$RAY_AUTH_MODE\", \"HF_HUB_OFFLINE\": \"$HF_HUB_OFFLINE\", \"MAX_STEPS\": \"$MAX_STEPS\", \"TOOLS_CONFIG\": \"$TOOLS_CONFIG\", \"PARALLEL_ENVS\": \"$PARALLEL_ENVS\", \"OPENCLAW_SANDBOX\": \"$SANDBOX\"}}"
 

@@ -7,10 +7,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from openclaw.sandbox import SandboxSession
-from openclaw.server.toolcalls import parse_tool_calls
 from toolcall_tasks import MathTask, extract_answer, is_correct
 from toolcall_tools import ToolOutcome, call_tool
+
+from openclaw.sandbox import SandboxSession
+from openclaw.server.toolcalls import parse_tool_calls
 
 
 def system_prompt(tools: list[dict[str, Any]]) -> str:

@@ -14,13 +14,20 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from openclaw.engines.sglang_client import SGLangClient
-from openclaw.sandbox import SandboxConfig, parallel_envs_from_env, sandbox_config_from_env
-from openclaw.sandbox.episode import chat_prompt_ids, encode, engine_url_for, load_tokenizer, pool_for_running_loop
-from openclaw.sandbox.trajectory import ObservationFormat, TrajectoryBuilder
 from toolcall_env import ToolCallEnv, system_prompt
 from toolcall_tasks import MathTask, normalize_number
 from toolcall_tools import load_tools_config
+
+from openclaw.engines.sglang_client import SGLangClient
+from openclaw.sandbox import SandboxConfig, parallel_envs_from_env, sandbox_config_from_env
+from openclaw.sandbox.episode import (
+    chat_prompt_ids,
+    encode,
+    engine_url_for,
+    load_tokenizer,
+    pool_for_running_loop,
+)
+from openclaw.sandbox.trajectory import ObservationFormat, TrajectoryBuilder
 
 MIN_TURN_TOKENS = 8
 
@@ -67,6 +74,15 @@ class ToolCallRLConfig:
         )
 
 
+def template_tool_content(observation: str, obs_format: ObservationFormat) -> str:
+    """Chat templates with native tool turns (Qwen's) wrap a tool message in <tool_response> tags
+    themselves: then pass the inner content so the tags are not doubled."""
+    open_tag, close_tag = "<tool_response>\n", "\n</tool_response>"
+    if "<tool_response>" in obs_format.prefix and observation.startswith(open_tag) and observation.endswith(close_tag):
+        return observation[len(open_tag):-len(close_tag)]
+    return observation
+
+
 def task_for_sample(sample: Any) -> MathTask:
     meta = sample.metadata or {}
     question = meta.get("question") or (sample.prompt if isinstance(sample.prompt, str) else None)
@@ -109,8 +125,9 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             step = await env.step(turn.text)
             if step.done or step.observation is None:
                 break
-            closed = bool(obs_format.end_of_turn) and turn.text.endswith(obs_format.end_of_turn)
-            obs_ids = encode(tokenizer, obs_format.text(step.observation, turn_closed=closed))
+            closed = obs_format.closes(turn.token_ids)
+            observation = template_tool_content(step.observation, obs_format)
+            obs_ids = encode(tokenizer, obs_format.text(observation, turn_closed=closed))
             if builder.budget - len(obs_ids) < MIN_TURN_TOKENS:
                 status = Sample.Status.TRUNCATED
                 break

@@ -9,6 +9,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -78,11 +79,16 @@ CREATE INDEX IF NOT EXISTS turns_created ON turns(created_at);
 -- a chunk is deleted (and zeroed, secure_delete) when nothing references it.
 -- Turns reference chunks by hash, so a whole batch's chunks are upserted in one statement
 -- (every statement releases and re-takes the GIL, and per-chunk round trips starved the writer).
+-- Reference counts live in their own small table: SQLite rewrites a whole row (overflow pages
+-- included) on any update, so a counter next to 50 KB of data made every reuse a 50 KB write.
 CREATE TABLE IF NOT EXISTS chunks (
     hash BLOB PRIMARY KEY,           -- blake2b-128 of kind + data
-    data BLOB NOT NULL,              -- TEXT for JSON, BLOB (int32 little-endian) for token ids
-    refs INTEGER NOT NULL
+    data BLOB NOT NULL               -- TEXT for JSON, BLOB (int32 little-endian) for token ids
 );
+CREATE TABLE IF NOT EXISTS chunk_refs (
+    hash BLOB PRIMARY KEY,
+    refs INTEGER NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS sessions (
     session_id TEXT PRIMARY KEY,
     created_at REAL NOT NULL,
@@ -198,6 +204,7 @@ class TrajectoryBuffer:
         self._lock = threading.RLock()
         self.max_bytes = max_bytes
         self.max_judge_attempts = max_judge_attempts
+        self._prep_cache = _PrepCache()
 
     # ------------------------------------------------------------------ open / close
     @classmethod
@@ -283,7 +290,7 @@ class TrajectoryBuffer:
         results = self.write_ops(ops)
         ids: list[int | None] = []
         errors: list[Exception | None] = []
-        for op, res in zip(ops, results):
+        for op, res in zip(ops, results, strict=True):
             if isinstance(op, AppendOp):
                 ids.append(res if isinstance(res, int) else None)
                 errors.append(res if isinstance(res, Exception) else None)
@@ -303,7 +310,7 @@ class TrajectoryBuffer:
                 try:
                     r.validate()
                     # Packed outside the write lock; a non-int id is a bad record, not a crash.
-                    packed[i] = _prepare(r)
+                    packed[i] = _prepare(r, self._prep_cache)
                 except RecordError as e:
                     results[i] = e
                 except (TypeError, OverflowError, ValueError) as e:
@@ -760,7 +767,11 @@ class TrajectoryBuffer:
                     problems.append(f"integrity_check: {msg}")
             for (msg,) in c.execute("PRAGMA foreign_key_check").fetchall():
                 problems.append(f"foreign_key_check: {msg}")
-            chunk_len = {h: (n, refs) for h, n, refs in c.execute("SELECT hash, length(CAST(data AS BLOB)), refs FROM chunks")}
+            chunk_len = {h: (n, refs) for h, n, refs in c.execute(
+                "SELECT c.hash, length(CAST(c.data AS BLOB)), coalesce(r.refs, 0) FROM chunks c"
+                " LEFT JOIN chunk_refs r ON r.hash=c.hash")}
+            for (h,) in c.execute("SELECT hash FROM chunk_refs WHERE hash NOT IN (SELECT hash FROM chunks)"):
+                problems.append(f"chunk {h.hex()}: reference count without data")
             counted: dict[bytes, int] = {}
             rows = c.execute(
                 "SELECT turn_id, session_id, turn_type, trainable, state, payload, prompt_chunks, length(response_ids),"
@@ -860,8 +871,9 @@ def _delete_turns(c: sqlite3.Connection, ids: Sequence[int]) -> None:
                 dec[cid] = dec.get(cid, 0) + 1
         c.execute(f"DELETE FROM consumed WHERE turn_id IN ({marks})", chunk)
         c.execute(f"DELETE FROM turns WHERE turn_id IN ({marks})", chunk)
-        c.executemany("UPDATE chunks SET refs=refs-? WHERE hash=?", [(n, h) for h, n in dec.items()])
-        c.execute("DELETE FROM chunks WHERE refs<=0")
+        c.executemany("UPDATE chunk_refs SET refs=refs-? WHERE hash=?", [(n, h) for h, n in dec.items()])
+        c.execute("DELETE FROM chunks WHERE hash IN (SELECT hash FROM chunk_refs WHERE refs<=0)")
+        c.execute("DELETE FROM chunk_refs WHERE refs<=0")
 
 
 @dataclass
@@ -880,18 +892,64 @@ def _hash(kind: bytes, data: bytes) -> bytes:
     return hashlib.blake2b(kind + data, digest_size=16).digest()
 
 
-def _prepare(r: TurnRecord) -> _Prepared:
-    msgs = []
-    for m in r.messages:
+class _PrepCache:
+    """Per-handle memo of chunk encodings: a session's next turn repeats its history, so most
+    messages and prompt-id blocks were encoded and hashed one turn earlier. Keys are the
+    message's (role, content) for plain messages and the block's ids; values (hash, data)."""
+
+    def __init__(self, size: int = 4096):
+        self.size = size
+        self.lock = threading.Lock()  # write_ops may run on several threads of one handle
+        self.msgs: OrderedDict[tuple[str, str], tuple[bytes, str]] = OrderedDict()
+        self.blocks: OrderedDict[tuple[int, ...], tuple[bytes, bytes]] = OrderedDict()
+
+    @staticmethod
+    def _get(d: OrderedDict, key: Any) -> Any:
+        hit = d.get(key)
+        if hit is not None:
+            d.move_to_end(key)
+        return hit
+
+    def _put(self, d: OrderedDict, key: Any, value: Any) -> None:
+        d[key] = value
+        if len(d) > self.size:
+            d.popitem(last=False)
+
+    def message(self, m: dict[str, Any]) -> tuple[bytes, str]:
+        plain = len(m) == 2 and isinstance(m.get("content"), str) and isinstance(m.get("role"), str)
+        key = (m["role"], m["content"]) if plain else None
+        if key is not None and (hit := self._get(self.msgs, key)) is not None:
+            return hit
         js = json.dumps(m, ensure_ascii=False, sort_keys=True)
-        msgs.append((_hash(b"m", js.encode("utf-8", "surrogatepass")), js))
+        out = (_hash(b"m", js.encode("utf-8", "surrogatepass")), js)
+        if key is not None:
+            self._put(self.msgs, key, out)
+        return out
+
+    def block(self, ids: list[int]) -> tuple[bytes, bytes]:
+        key = tuple(ids)
+        if (hit := self._get(self.blocks, key)) is not None:
+            return hit
+        data = pack_ids(ids)
+        out = (_hash(b"p", data), data)
+        if len(ids) == CHUNK_IDS:  # only full blocks repeat
+            self._put(self.blocks, key, out)
+        return out
+
+
+def _prepare(r: TurnRecord, cache: _PrepCache) -> _Prepared:
+    with cache.lock:
+        return _prepare_locked(r, cache)
+
+
+def _prepare_locked(r: TurnRecord, cache: _PrepCache) -> _Prepared:
+    msgs = [cache.message(m) for m in r.messages]
     tools = None
     if r.tools is not None:
         js = json.dumps(r.tools, ensure_ascii=False, sort_keys=True)
         tools = (_hash(b"t", js.encode("utf-8", "surrogatepass")), js)
-    packed = pack_ids(r.prompt_ids)
-    step = 4 * CHUNK_IDS
-    prompt = [(_hash(b"p", packed[i : i + step]), packed[i : i + step]) for i in range(0, len(packed), step)]
+    ids = r.prompt_ids
+    prompt = [cache.block(ids[i : i + CHUNK_IDS]) for i in range(0, len(ids), CHUNK_IDS)]
     payload = json.dumps(
         {"response_text": r.response_text, "content": r.content, "tool_calls": r.tool_calls, "metadata": r.metadata},
         ensure_ascii=False,
@@ -909,13 +967,14 @@ def _upsert_chunks(c: sqlite3.Connection, preps: list[_Prepared]) -> None:
                 counts[h] = [d, 1]
             else:
                 e[1] += 1
-    rows = [(h, d, n) for h, (d, n) in counts.items()]
-    for i in range(0, len(rows), 3000):  # 3 parameters per row, under SQLite's 32766 limit
-        part = rows[i : i + 3000]
+    rows = list(counts.items())
+    for i in range(0, len(rows), 5000):  # 2 parameters per row, under SQLite's 32766 limit
+        part = rows[i : i + 5000]
+        marks = ",".join(["(?,?)"] * len(part))
+        c.execute(f"INSERT OR IGNORE INTO chunks (hash, data) VALUES {marks}", [x for h, (d, _) in part for x in (h, d)])
         c.execute(
-            f"INSERT INTO chunks (hash, data, refs) VALUES {','.join(['(?,?,?)'] * len(part))}"
-            " ON CONFLICT(hash) DO UPDATE SET refs=refs+excluded.refs",
-            [x for row in part for x in row],
+            f"INSERT INTO chunk_refs (hash, refs) VALUES {marks} ON CONFLICT(hash) DO UPDATE SET refs=refs+excluded.refs",
+            [x for h, (_, n) in part for x in (h, n)],
         )
 
 

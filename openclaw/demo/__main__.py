@@ -50,6 +50,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--target", type=float, default=25.0, help="acceptance gain (points) the verdict requires")
     p.add_argument("--out", default="./demo_out")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads per thread of work (serving and training run side by side; on a small or "
+                        "busy machine, more threads than cores makes OpenMP spin and everything crawl)")
     args = p.parse_args(argv)
     if args.interactions < 1 or args.minutes <= 0 or args.evals < 1 or args.batch_size < 1:
         p.error("--interactions, --minutes, --evals and --batch-size must be positive")
@@ -97,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from slime.utils.plugins import load_plugin
 
     say = Progress()
+    torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     lr = args.lr if args.lr is not None else (3e-4 if args.reward == "length" else 2e-4)
     model_path = str(resolve_model_path(args.model_path))
@@ -222,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("OPENCLAW_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before torch is imported (run() imports it)
     try:
         return run(args)
     except KeyboardInterrupt:

@@ -27,6 +27,7 @@ class StepRecord:
     weight_version: int
     seconds: float
     metrics: dict[str, float]
+    samples_data: list[Any] = field(default_factory=list, repr=False)  # the Samples trained on
 
 
 @dataclass
@@ -100,7 +101,7 @@ class BackgroundTrainer:
             self.versions.committed(folder)
         metrics.update({k: float(v) for k, v in out.metrics.items() if isinstance(v, (int, float))})
         rec = StepRecord(step=len(self.state.steps), samples=len(samples), weight_version=self.versions.version,
-                         seconds=time.perf_counter() - t0, metrics=metrics)
+                         seconds=time.perf_counter() - t0, metrics=metrics, samples_data=samples)
         self.state.steps.append(rec)
         self.state.trained_samples += len(samples)
         return rec

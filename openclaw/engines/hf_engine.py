@@ -113,6 +113,7 @@ class HFEngine:
         self._paused = False
         self._closed = False
         self._rows: list[_Job] = []
+        self._admitting: list[_Job] = []  # taken from the inbox, being prefilled (not yet in _rows)
         self._cache = None
         self._mask: torch.Tensor | None = None  # [B, T] long
         self._next_pos: torch.Tensor | None = None  # [B] long
@@ -194,7 +195,7 @@ class HFEngine:
 
     def num_pending(self) -> int:
         with self._cond:
-            return len(self._inbox) + len(self._rows)
+            return len(self._inbox) + len(self._admitting) + len(self._rows)
 
     # ---- Engine protocol: generation ----------------------------------------------------
     def validate(self, request: GenerationRequest) -> None:
@@ -218,8 +219,8 @@ class HFEngine:
             raise ValueError("top_p must be in (0, 1]")
         if p.top_k == 0 or p.top_k < -1:
             raise ValueError("top_k must be -1 (disabled) or >= 1")
-        if request.top_logprobs_num < 0:
-            raise ValueError("top_logprobs_num must be >= 0")
+        if not 0 <= request.top_logprobs_num <= self._vocab_size:
+            raise ValueError(f"top_logprobs_num must be in [0, {self._vocab_size}]")
         if request.logprob_start_len >= n:
             raise ValueError(f"logprob_start_len {request.logprob_start_len} must be < prompt length {n}")
 
@@ -289,7 +290,7 @@ class HFEngine:
         with self._cond:
             self._paused = True
             if abort:
-                for job in list(self._inbox) + self._rows:
+                for job in self._all_jobs():
                     if not job.done and job.finish is None:
                         job.cancelled = True
                         job.finish = FinishReason("abort", "paused with mode=abort")
@@ -301,7 +302,7 @@ class HFEngine:
         """Finish matching requests now with finish_reason abort (their callers get a result)."""
         n = 0
         with self._cond:
-            for job in list(self._inbox) + self._rows:
+            for job in self._all_jobs():
                 if not job.done and job.finish is None and (abort_all or job.rid == rid):
                     job.cancelled = True
                     job.finish = FinishReason("abort", "aborted by request")
@@ -322,7 +323,7 @@ class HFEngine:
         (this keeps slime's pause -> update -> flush -> continue sequence from stalling behind a
         live chat request)."""
         with self._cond:
-            return self._paused or not (self._inbox or self._rows)
+            return self._paused or not (self._inbox or self._admitting or self._rows)
 
     async def shutdown(self) -> None:
         with self._cond:
@@ -363,6 +364,7 @@ class HFEngine:
                             else:
                                 self._finish_cancelled(job)
                         drop_waiting = []
+                        self._admitting = list(admit)
                     else:
                         drop_waiting = [j for j in self._inbox if j.cancelled]
                         for j in drop_waiting:
@@ -379,6 +381,8 @@ class HFEngine:
                     controls = []
                     if admit:
                         self._prefill(admit)
+                        with self._cond:
+                            self._admitting = []
                     if self._rows and not self._paused:
                         self._decode_step()
                 except Exception as exc:  # noqa: BLE001 - fail the batch, keep the engine alive
@@ -390,7 +394,14 @@ class HFEngine:
                     for _, fut in controls:
                         fut.set_exception(exc)
                     self._reset_batch()
+                    with self._cond:
+                        self._admitting = []
             self._abort_everything()
+
+    def _all_jobs(self) -> list[_Job]:
+        """Every job not yet finished (call with self._cond held)."""
+        # A job is briefly in both _admitting and _rows while its prefill merges: dedupe.
+        return list(dict.fromkeys([*self._inbox, *self._admitting, *self._rows]))
 
     def _has_work(self) -> bool:
         if self._closed or self._controls:

@@ -17,7 +17,15 @@ def build_observer(config: Any) -> InterceptObserver:
     """`config`: an InterceptConfig, the server's RLConfig (typed fields + pass-through
     --rl-*/--session-* options) or a whole ServerConfig."""
     if not isinstance(config, InterceptConfig):
-        config = InterceptConfig.from_server_config(config)
+        try:
+            config = InterceptConfig.from_server_config(config)
+        except InterceptConfigError as exc:
+            # Shown by `python -m openclaw.server` as a one-line config error, not a traceback.
+            try:
+                from openclaw.server.config import ConfigError
+            except ImportError:  # pragma: no cover - the intercept used without the server
+                raise exc from None
+            raise ConfigError(str(exc)) from exc
     return InterceptObserver(config)
 
 

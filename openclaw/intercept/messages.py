@@ -13,7 +13,9 @@ INTERNAL_END = "<<<END_OPENCLAW_INTERNAL_CONTEXT>>>"
 _INTERNAL_BLOCK = re.compile(re.escape(INTERNAL_BEGIN) + r"[\s\S]*?(?:" + re.escape(INTERNAL_END) + r"|\Z)")
 # OpenClaw's first user message of a session carries
 #   "Runtime: agent=main | session=agent:main:explicit:ID | sessionId=ID | host=..."
-_RUNTIME_SESSION = re.compile(r"(?:^|[\s|])sessionId=([^\s|]{1,256})")
+# Printable ASCII only (no spaces, no `|`): user text can imitate the line, and a control
+# character in a session id must never reach the buffer (which rejects it).
+_RUNTIME_SESSION = re.compile(r"(?:^|[\s|])sessionId=([\x21-\x7b\x7d\x7e]{1,256})")
 
 
 def content_text(content: Any) -> str:

@@ -8,7 +8,16 @@ import logging
 import time
 from typing import Any
 
-from openclaw.buffer import AppendOp, AttachOp, BufferFull, CountOp, FinalizeOp, RecordError, TrajectoryBuffer, TurnRecord
+from openclaw.buffer import (
+    AppendOp,
+    AttachOp,
+    BufferFull,
+    CountOp,
+    FinalizeOp,
+    RecordError,
+    TrajectoryBuffer,
+    TurnRecord,
+)
 from openclaw.buffer.store import C_OPTED_OUT, C_REDACTED, Op
 from openclaw.intercept.config import InterceptConfig
 from openclaw.intercept.redact import Redactor
@@ -70,7 +79,7 @@ class InterceptObserver:
             ops.append(FinalizeOp(decision.session_id, "session_done"))
         self.tracker.recorded(decision, record)  # before any await: atomic w.r.t. other turns
         results = await self.writer.submit(ops)
-        for op, res in zip(ops, results):
+        for op, res in zip(ops, results, strict=True):
             if isinstance(op, AppendOp) and isinstance(res, BufferFull):
                 # Served anyway: the size policy refuses new records; counted and logged by the buffer.
                 log.warning("turn of session %s not stored: %s", decision.session_id, res)

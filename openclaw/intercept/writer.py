@@ -98,7 +98,7 @@ class GroupCommitWriter:
         except BaseException as e:  # noqa: BLE001 - every waiter must hear about it
             log.exception("trajectory buffer write failed")
             results, err = [], e
-        for (start, end), (_, _ops, fut, loop) in zip(spans, batch):
+        for (start, end), (_, _ops, fut, loop) in zip(spans, batch, strict=True):
             _notify(loop, fut, results[start:end] if err is None else None, err)
 
     def _do_call(self, item: Any) -> None:

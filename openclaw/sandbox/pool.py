@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shlex
 import shutil
 import stat
 import tempfile
@@ -108,9 +107,7 @@ class SandboxSession:
     ) -> ExecResult:
         env = sandbox_env(self.config)
         env["HOME"] = self.workdir
-        # Without bind mounts, extra paths are exposed as env vars naming the host path.
-        for host, inside in ro_binds:
-            env["SANDBOX_BIND_" + inside.strip("/").replace("/", "_").upper()] = host
+        del ro_binds  # no mounts without a sandbox: callers use bound_path() to find the host path
         limits = self.config.limits
         prlimit = [
             shutil.which(self.config.prlimit_path) or "prlimit",
@@ -153,10 +150,10 @@ class SandboxSession:
             os.chmod(target, 0o755 if rel.endswith(".sh") else 0o644)
         return str(base)
 
-    def sandbox_path(self, host_or_rel: str) -> str:
-        """Where a work-dir-relative path appears to commands."""
-        base = self.workdir if self.config.kind == "none" else self.config.workdir_in_sandbox
-        return os.path.join(base, host_or_rel)
+    def bound_path(self, host_dir: str, inside: str) -> str:
+        """The path a command uses for a dir bound with ro_binds=[(host_dir, inside)] (the host
+        path itself with kind="none", which mounts nothing)."""
+        return host_dir if self.config.kind == "none" else inside
 
     def write_file(self, rel_path: str, data: str | bytes, mode: int = 0o644) -> Path:
         """Write a file into the work dir from the host, owned by the episode's uid."""
@@ -180,10 +177,6 @@ def _with_binds(config: SandboxConfig, binds: Sequence[tuple[str, str]]) -> Sand
     from dataclasses import replace
 
     return replace(config, extra_ro_binds=tuple(config.extra_ro_binds) + tuple(binds))
-
-
-def quote_command(argv: Sequence[str]) -> str:
-    return shlex.join(argv)
 
 
 class SandboxPool:

@@ -29,6 +29,7 @@ class ObservationFormat:
     prefix: str  # e.g. "<|im_end|>\n<|im_start|>user\n" (closes the assistant turn, opens ours)
     suffix: str  # e.g. "<|im_end|>\n<|im_start|>assistant\n" (and reopens the assistant)
     end_of_turn: str  # the assistant's end-of-turn text at the start of `prefix` ("" if none)
+    end_of_turn_id: int | None = None  # its token id, when it is a single token
 
     @classmethod
     def from_tokenizer(cls, tokenizer: Any, role: str = "user") -> ObservationFormat:
@@ -41,7 +42,13 @@ class ObservationFormat:
         prefix, suffix = after.split(_PROBE_OBS, 1)
         eos = getattr(tokenizer, "eos_token", None) or ""
         end = eos if eos and prefix.startswith(eos) else ""
-        return cls(prefix=prefix, suffix=suffix, end_of_turn=end)
+        end_id = getattr(tokenizer, "eos_token_id", None) if end else None
+        return cls(prefix=prefix, suffix=suffix, end_of_turn=end, end_of_turn_id=end_id)
+
+    def closes(self, turn_token_ids: list[int]) -> bool:
+        """Whether a model turn already ended with the end-of-turn token (judged by id, not text,
+        so it holds whether or not the engine trimmed the stop token from the text)."""
+        return self.end_of_turn_id is not None and bool(turn_token_ids) and turn_token_ids[-1] == self.end_of_turn_id
 
     def text(self, observation: str, turn_closed: bool) -> str:
         """The observation chunk; `turn_closed` when the model's turn already ended with end_of_turn."""

@@ -80,10 +80,19 @@ def kill_uid_processes(uid: int) -> list[int]:
     """
     found = pids_of_uid(uid)
     for pid in found:
+        # Pin the process with a pidfd, then re-check its uid: a PID recycled between the scan
+        # and the kill can never be hit.
         try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
+            fd = os.pidfd_open(pid)
+        except (ProcessLookupError, OSError):
+            continue
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == uid:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        except (ProcessLookupError, FileNotFoundError):
             pass
+        finally:
+            os.close(fd)
     return found
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -35,6 +36,8 @@ from openclaw.server.toolcalls import (
     parse_tool_calls,
 )
 
+log = logging.getLogger("openclaw.server")
+
 
 @dataclass(frozen=True)
 class ChatPlan:
@@ -58,6 +61,8 @@ async def read_json_object(request: Request) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError) as exc:
         raise OpenAIError(400, f"We could not parse the JSON body of your request ({exc}). The OpenAI API "
                                "expects a JSON payload.", code="invalid_json") from None
+    except RecursionError:
+        raise OpenAIError(400, "The JSON body is nested too deeply.", code="invalid_json") from None
     if not isinstance(body, dict):
         raise OpenAIError(400, f"The JSON body must be an object, not {type(body).__name__}.", code="invalid_json")
     return body
@@ -77,7 +82,10 @@ def parse_request(body: dict[str, Any]) -> ChatCompletionRequest:
 def plan_chat(state: ServerState, req: ChatCompletionRequest, control: RLControl) -> ChatPlan:
     cfg = state.config
     messages = normalize_messages(req.messages)
-    tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
+    try:
+        tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
+    except RecursionError:
+        raise OpenAIError(400, "'tools' is nested too deeply.", param="tools", code="invalid_value") from None
     mode = tool_mode(req)
     try:
         prompt = render_prompt(state.tokenizer, messages, tools, mode)
@@ -111,6 +119,12 @@ def plan_chat(state: ServerState, req: ChatCompletionRequest, control: RLControl
     gen = GenerationRequest(input_ids=tuple(prompt.input_ids), params=params, return_logprob=want_lp,
                             top_logprobs_num=(req.top_logprobs or 0) if req.logprobs else 0,
                             request_id=completion_id)
+    validate = getattr(state.engine, "validate", None)  # optional engine hook: reject before streaming starts
+    if validate is not None:
+        try:
+            validate(gen)
+        except ValueError as exc:
+            raise OpenAIError(400, str(exc)) from None
     return ChatPlan(req=req, control=control, messages=messages, tools=tools, mode=mode, prompt=prompt, gen=gen,
                     completion_id=completion_id, created=int(time.time()))
 
@@ -215,16 +229,16 @@ async def generate_unless_disconnected(request: Request, state: ServerState,
     work = asyncio.ensure_future(_collect(state, gen))
     watch = asyncio.ensure_future(_wait_for_disconnect(request))
     try:
-        done, _ = await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         watch.cancel()
         if not work.done():
             work.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await work
-    if work in done or work.done() and not work.cancelled():
-        return work.result()
-    return None
+    if work.cancelled():
+        return None
+    return work.result()  # re-raises the engine's exception, if any
 
 
 async def complete_json(request: Request, state: ServerState, plan: ChatPlan) -> Response:
@@ -304,6 +318,10 @@ async def stream_chat(state: ServerState, plan: ChatPlan) -> AsyncIterator[str]:
                     result = ev
     except ValueError as exc:  # the engine rejected the request before generating anything
         yield sse_event(OpenAIError(400, str(exc)).body())
+        return
+    except Exception as exc:  # noqa: BLE001 - headers are sent: report in-band, as OpenAI does
+        log.exception("engine failed during a streamed completion")
+        yield sse_event(OpenAIError(500, f"Internal server error: {type(exc).__name__}: {exc}").body())
         return
     if result is None:
         yield sse_event(OpenAIError(500, "engine stream ended without a result").body())

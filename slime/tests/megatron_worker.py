@@ -43,7 +43,8 @@ def main(job_file: str) -> None:
     cfg = ActorConfig(model_path=job["model_path"], **job.get("actor", {}))
     opts = MegatronOptions(tp=job.get("tp", 1), pp=job.get("pp", 1),
                            sequence_parallel=job.get("sequence_parallel", False),
-                           optimizer_cpu_offload=job.get("optimizer_cpu_offload", False))
+                           optimizer_cpu_offload=job.get("optimizer_cpu_offload", False),
+                           recompute_activations=job.get("recompute_activations", False))
     actor = MegatronTrainActor(cfg, rank=rank, world_size=world, options=opts)
     batch = job["batch"]
     n = len(batch["tokens"])

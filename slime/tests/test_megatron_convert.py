@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from slime.backends.megatron.hf_config import UnsupportedModelError, spec_from_hf, spec_from_hf_dict
 from slime.backends.megatron.weights import (
     fuse_qkv,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from slime.backends.megatron.sglang_launch import plan_sglang_rollout
 from slime.utils.arguments import parse_config
 
@@ -74,3 +73,53 @@ def test_bad_rollout_flags_are_errors(flags, message):
 def test_rollout_gpus_env_too_short():
     with pytest.raises(ValueError, match="ROLLOUT_GPUS"):
         plan_sglang_rollout(_args("--rollout-num-gpus", "4"), "/m", env={"ROLLOUT_GPUS": "4,5"})
+
+
+@pytest.mark.slow  # engine start-up; the default suite's client-vs-engine path is test_megatron_weight_sync
+def test_planned_engine_launch_against_embedded_engine(tiny_model_path, tiny_model_path_alt):
+    """The plan's launch path (SGLangEngine.launch with the engine's CUDA_VISIBLE_DEVICES),
+    with the embedded engine's SGLang-compatible server standing in for sglang.launch_server;
+    then generation and a weight update through the same client the trainer uses."""
+    import asyncio
+    import sys
+    from pathlib import Path
+
+    from slime.backends.megatron.sglang_launch import launch_planned_engines
+    from slime.ray.engine_process import free_port
+
+    from openclaw.engines.base import GenerationRequest, SamplingParams
+    from openclaw.engines.serve import __name__ as serve_module
+
+    args = _args("--rollout-num-gpus", "1", "--sglang-context-length", "2048")
+    plan = plan_sglang_rollout(args, str(tiny_model_path), base_port=free_port(), env={"ROLLOUT_GPUS": "3"})
+    assert _value(plan.engines[0].command, "--context-length") == "2048"
+
+    def embedded(engine):
+        return [sys.executable, "-m", serve_module, "--model-path", engine.config.model_path,
+                "--host", engine.config.host, "--port", str(engine.config.port)]
+
+    (engine,) = launch_planned_engines(plan, startup_timeout=180, launch_command=embedded)
+    pid = engine.pid
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert b"CUDA_VISIBLE_DEVICES=3" in env  # the engine got its planned GPU list
+        assert engine.base_url == plan.entry_url
+
+        async def exercise():
+            req = GenerationRequest(input_ids=(1, 42, 17, 99), params=SamplingParams(max_new_tokens=4, temperature=0.0,
+                                                                                     ignore_eos=True),
+                                    return_logprob=True)
+            before = await engine.generate(req)
+            ok, message = await engine.update_weights_from_disk(str(tiny_model_path_alt), weight_version=1)
+            after = await engine.generate(req)
+            await engine.shutdown()
+            return before, ok, message, after
+
+        before, ok, message, after = asyncio.run(exercise())
+    finally:
+        if Path(f"/proc/{pid}").exists():
+            asyncio.run(engine.shutdown())
+    assert ok, message
+    assert len(before.output_ids) == 4 and len(before.output_logprobs) == 4
+    assert after.weight_version == 1 and after.output_logprobs != before.output_logprobs
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()

@@ -12,8 +12,6 @@ import importlib.util
 import json
 from pathlib import Path
 
-import pytest
-
 _spec = importlib.util.spec_from_file_location("megatron_backend_tests", Path(__file__).with_name("test_megatron_backend.py"))
 _helpers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_helpers)
@@ -27,8 +25,9 @@ def _engine_response_log_probs(client, tokens: list[int], response_length: int) 
 
 
 def test_tp2_step_matches_fsdp_and_syncs_to_embedded_engine(tmp_path, tiny_model_path):
-    from openclaw.engines.sglang_client import SyncSGLangClient
     from slime.ray.engine_process import EngineProcess
+
+    from openclaw.engines.sglang_client import SyncSGLangClient
 
     engine = EngineProcess(model_path=str(tiny_model_path), log_path=tmp_path / "engine.log")
     engine.start(timeout_s=180)
@@ -40,7 +39,7 @@ def test_tp2_step_matches_fsdp_and_syncs_to_embedded_engine(tmp_path, tiny_model
         megatron_before = _helpers.merge_rank_log_probs(results, "log_probs", n)
         megatron_after = _helpers.merge_rank_log_probs(results, "log_probs_after", n)
         with SyncSGLangClient(engine.url) as client:
-            after = [_engine_response_log_probs(client, t, r) for t, r in zip(batch["tokens"], batch["response_lengths"])]
+            after = [_engine_response_log_probs(client, t, r) for t, r in zip(batch["tokens"], batch["response_lengths"], strict=True)]
             assert str(client.get_weight_version()) == "1"
     finally:
         engine.stop()

@@ -48,6 +48,13 @@ class RayTrainGroup:
     def save_trainer_state(self, folder: str | Path) -> None:
         ray.get([a.save_trainer_state.remote(str(folder)) for a in self.actors])
 
+    def gpu_ids(self) -> list[str]:
+        """The GPUs of all ranks (colocated engines run on them)."""
+        ids: list[str] = []
+        for part in ray.get([a.gpu_ids.remote() for a in self.actors]):
+            ids.extend(i for i in part if i not in ids)
+        return ids
+
     def offload(self) -> None:
         ray.get([a.offload.remote() for a in self.actors])
 

@@ -15,8 +15,13 @@ from typing import Any
 
 import ray
 
-from slime.utils.checkpoint import (CheckpointMeta, begin_checkpoint, commit_checkpoint, load_meta,
-                                    resolve_checkpoint)
+from slime.utils.checkpoint import (
+    CheckpointMeta,
+    begin_checkpoint,
+    commit_checkpoint,
+    load_meta,
+    resolve_checkpoint,
+)
 from slime.utils.types import Sample
 from slime.utils.weight_sync import WeightVersions
 
@@ -125,7 +130,7 @@ class Run:
                               consumer_positions=state.get("consumer_positions", {}),
                               weight_version=self.weights.version, global_step=0,
                               base_model_path=self.cfg.rollout.hf_checkpoint, use_lora=self.cfg.lora.use_lora,
-                              extra={"trained_sample_indices": sorted(self.trained_indices)})
+                              extra={"trained_sample_ranges": to_ranges(self.trained_indices)})
         final = commit_checkpoint(c.save, rollout_id, tmp, meta, keep_last=c.keep_last_n_checkpoints)
         if c.save_hf:
             target = Path(c.save_hf.format(rollout_id=rollout_id))
@@ -157,6 +162,21 @@ class Run:
             self.logger.close()
 
 
+def to_ranges(indices: list[int]) -> list[list[int]]:
+    """[0,1,2,5,6] -> [[0,2],[5,6]] (inclusive): a compact record of which samples were trained."""
+    out: list[list[int]] = []
+    for i in sorted(set(indices)):
+        if out and i == out[-1][1] + 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
+
+
+def from_ranges(ranges: list[list[int]]) -> list[int]:
+    return [i for a, b in ranges for i in range(a, b + 1)]
+
+
 def _resolve_model(cfg: Any) -> Any:
     if cfg.rollout.hf_checkpoint:
         return cfg
@@ -169,7 +189,6 @@ def setup(cfg: Any) -> Run:
     """Bring up every part of a run; on failure, tear down what was started."""
     from slime.ray.actor_group import RayTrainGroup
     from slime.ray.placement_group import create_placement
-    from slime.ray.rollout_manager import RolloutManager
 
     cfg = absolutize(_resolve_model(cfg))
     args = cfg.to_namespace()
@@ -186,22 +205,28 @@ def setup(cfg: Any) -> Run:
                                      interval=cfg.rollout.update_weights_interval),
               sync_root=sync_root)
     if meta:
-        run.trained_indices = list(meta.extra.get("trained_sample_indices", []))
+        run.trained_indices = from_ranges(meta.extra.get("trained_sample_ranges", []))
     try:
         debug = cfg.debug
         need_engines = not debug.debug_train_only
         if not debug.debug_rollout_only:
             run.placement = create_placement(args)
         use_gpu = bool(run.placement and run.placement.use_gpu)
-        manager = ray.remote(RolloutManagerActor).options(num_cpus=0, max_concurrency=2)
-        run.rollout = manager.remote(cfg, model_path, use_gpu, cfg.logging.log_dir,
-                                     meta.data_source if meta else None, run.weights.version,
-                                     meta.consumer_positions if meta else None)
-        if need_engines:
-            ray.get(run.rollout.start_engines.remote())
         if not debug.debug_rollout_only:
             run.train = RayTrainGroup(cfg, run.placement, model_path=model_path,
                                       trainer_state_dir=str(ckpt) if ckpt else None)
+        options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 2}
+        if use_gpu and run.placement.rollout_bundles:  # disaggregated: the engines' own GPUs
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            options.update(num_gpus=run.placement.rollout_gpus, scheduling_strategy=PlacementGroupSchedulingStrategy(
+                placement_group=run.placement.pg, placement_group_bundle_index=run.placement.rollout_bundles[0]))
+        run.rollout = ray.remote(RolloutManagerActor).options(**options).remote(
+            cfg, model_path, use_gpu, cfg.logging.log_dir, meta.data_source if meta else None, run.weights.version,
+            meta.consumer_positions if meta else None)
+        if need_engines:
+            gpu_ids = run.train.gpu_ids() if (use_gpu and cfg.cluster.colocate and run.train) else None
+            ray.get(run.rollout.start_engines.remote(gpu_ids))
         run.num_rollout = _num_rollout(cfg, ray.get(run.rollout.num_prompts.remote()))
         run.logger = make_logger(cfg, run.num_rollout, start)
     except BaseException:
@@ -230,8 +255,8 @@ class RolloutManagerActor:
         if consumer_positions and hasattr(self.m.data_source, "load_consumer_positions"):
             self.m.data_source.load_consumer_positions(consumer_positions)
 
-    def start_engines(self) -> list[str]:
-        return self.m.start_engines()
+    def start_engines(self, gpu_ids: list[str] | None = None) -> list[str]:
+        return self.m.start_engines(gpu_ids)
 
     def engine_pids(self) -> list[int]:
         return self.m.engine_pids()

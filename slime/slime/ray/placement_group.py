@@ -19,8 +19,9 @@ class Placement:
     pg: PlacementGroup
     use_gpu: bool
     actor_bundles: list[int]  # bundle index of each training rank
-    rollout_bundles: list[int]  # GPU bundles reserved for engines (disaggregated GPU mode)
+    rollout_bundles: list[int]  # the engines' GPU bundle (disaggregated GPU mode)
     cpus_per_actor: float
+    rollout_gpus: int = 0
 
     def remove(self) -> None:
         ray.util.remove_placement_group(self.pg)
@@ -34,8 +35,10 @@ def create_placement(args: Any, timeout_s: float = 120.0) -> Placement:
     world = int(args.actor_num_nodes) * int(args.actor_num_gpus_per_node)
     use_gpu = cluster_has_gpus()
     if use_gpu:
-        rollout_gpus = 0 if args.colocate else int(args.rollout_num_gpus or 0)
-        bundles = [{"GPU": 1, "CPU": 1} for _ in range(world + rollout_gpus)]
+        rollout_gpus = 0 if args.colocate else int(args.rollout_num_gpus or 1)
+        bundles = [{"GPU": 1, "CPU": 1} for _ in range(world)]
+        if rollout_gpus:  # one bundle: the rollout manager actor holds every engine GPU
+            bundles.append({"GPU": rollout_gpus, "CPU": 1})
         cpus = 1.0
     else:
         total = float(ray.cluster_resources().get("CPU", 1))
@@ -50,4 +53,5 @@ def create_placement(args: Any, timeout_s: float = 120.0) -> Placement:
         raise RuntimeError(f"placement group {bundles} could not be scheduled within {timeout_s}s; "
                            f"cluster has {ray.cluster_resources()}")
     return Placement(pg=pg, use_gpu=use_gpu, actor_bundles=list(range(world)),
-                     rollout_bundles=list(range(world, world + rollout_gpus)), cpus_per_actor=cpus)
+                     rollout_bundles=[world] if rollout_gpus else [], cpus_per_actor=cpus,
+                     rollout_gpus=rollout_gpus)

@@ -57,27 +57,54 @@ class RolloutManager:
         self.urls: list[str] = []
 
     # ------------------------------------------------------------------ engines
-    def start_engines(self) -> list[str]:
+    def start_engines(self, gpu_ids: list[str] | None = None) -> list[str]:
+        """Start (or attach to) the engines. `gpu_ids`: the GPUs the engines may use (colocated:
+        the training actors' GPUs); default: the GPUs Ray assigned to this actor."""
+        if gpu_ids is None and self.use_gpu:
+            import ray
+
+            gpu_ids = [str(int(g)) for g in ray.get_gpu_ids()]
+        n = num_engines(self.args, self.use_gpu)
+        per = max(1, int(self.args.rollout_num_gpus_per_engine))
+
+        def engine_env(i: int) -> dict[str, str]:
+            if not gpu_ids:
+                return {}
+            return {"CUDA_VISIBLE_DEVICES": ",".join(gpu_ids[(i * per) % len(gpu_ids):][:per])}
+
         if self.backend == "external":
             addrs = self.args.rollout_external_engine_addrs
             self.urls = [a if a.startswith("http") else f"http://{a}" for a in addrs]
         elif self.backend == "sglang":
-            from openclaw.engines import sglang_backend  # GPU only; written by the engine owners
+            import os
 
-            for i in range(num_engines(self.args, True)):
-                handle = sglang_backend.launch_server(model_path=self.model_path,
-                                                      tp_size=int(self.args.rollout_num_gpus_per_engine),
-                                                      log_path=str(self.log_dir / f"sglang_{i}.log"))
-                self.sglang_handles.append(handle)
-                self.urls.append(handle.url)
+            from openclaw.engines.sglang_backend import SGLangEngine, SGLangLaunchConfig
+            from slime.ray.engine_process import free_port
+
+            colocated = bool(getattr(self.args, "colocate", False))
+            for i in range(n):
+                cfg = SGLangLaunchConfig(model_path=self.model_path, port=free_port(), tp_size=per,
+                                         dtype="bfloat16" if getattr(self.args, "bf16", False) else None,
+                                         mem_fraction_static=0.4 if colocated else None,
+                                         weight_version=str(self.weight_version))
+                engine = SGLangEngine.launch(cfg, env=dict(os.environ, **engine_env(i)))
+                self.sglang_handles.append(engine)
+                self.urls.append(engine.base_url)
         else:
-            for i in range(num_engines(self.args, self.use_gpu)):
+            for i in range(n):
                 eng = EngineProcess(model_path=self.model_path, log_path=self.log_dir / f"engine_{i}.log",
                                     dtype="bfloat16" if getattr(self.args, "bf16", False) else "float32",
+                                    device="cuda" if gpu_ids else None, extra_env=engine_env(i),
                                     max_batch_size=max(8, int(self.args.rollout_batch_size) * int(self.args.n_samples_per_prompt)))
                 self.engines.append(eng)
                 eng.start()
                 self.urls.append(eng.url)
+        if self.weight_version and self.backend == "embedded":
+            # the embedded server starts at version 0: re-announce the resumed version so that
+            # samples report it (staleness stays meaningful across a resume)
+            from slime.utils.weight_sync import push_to_engines
+
+            push_to_engines(self.urls, self.model_path, self.weight_version)
         self.args.rollout_engine_urls = list(self.urls)
         if self.urls:
             host, port = self.urls[0].split("//", 1)[1].rsplit(":", 1)
@@ -146,20 +173,26 @@ class RolloutManager:
         return version
 
     def offload(self) -> None:
-        """Colocated GPU mode: release engine memory while training (SGLang only)."""
-        for h in self.sglang_handles:
-            getattr(h, "release_memory", lambda: None)()
+        """Colocated GPU mode: SGLang's /release_memory_occupation while the trainer runs."""
+        self._memory_call("/release_memory_occupation")
 
     def onload(self) -> None:
-        for h in self.sglang_handles:
-            getattr(h, "resume_memory", lambda: None)()
+        self._memory_call("/resume_memory_occupation")
+
+    def _memory_call(self, path: str) -> None:
+        import httpx
+
+        for h in self.sglang_handles:  # the embedded engine keeps its (CPU) memory: nothing to do
+            httpx.post(h.base_url + path, json={}, timeout=300).raise_for_status()
 
     def shutdown(self) -> None:
         for e in self.engines:
             e.stop()
         self.engines = []
+        import asyncio
+
         for h in self.sglang_handles:
-            h.stop()
+            asyncio.run(h.shutdown())  # stops the launched server by its PID / process group
         self.sglang_handles = []
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-from pathlib import Path
 from typing import Any
 
 import ray
@@ -73,6 +72,9 @@ class TrainRayActor:
         path = rank_state_path(folder, self.actor.rank)
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(self.actor.trainer_state(), path)
+
+    def gpu_ids(self) -> list[str]:
+        return [str(int(g)) for g in ray.get_gpu_ids()]
 
     def offload(self) -> None:
         self.actor.offload()

@@ -6,7 +6,8 @@ The cache lives on the args namespace (the rollout manager's copy), so a referen
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 LOADERS = {
     "rm": "load_reward_model",

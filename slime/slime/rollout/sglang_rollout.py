@@ -81,7 +81,7 @@ async def assign_rewards(args: Any, samples: list[Sample]) -> None:
     if not pending:
         return
     rewards = await batched_async_rm(args, pending)
-    for s, r in zip(pending, rewards):
+    for s, r in zip(pending, rewards, strict=True):
         s.reward = r
 
 

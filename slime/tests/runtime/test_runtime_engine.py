@@ -9,7 +9,6 @@ from pathlib import Path
 import httpx
 import pytest
 import torch
-
 from slime.backends.fsdp import ActorConfig, FSDPTrainActor
 from slime.backends.fsdp.train_loop import build_loss_call, train_rollout
 from slime.ray.engine_process import EngineProcess
@@ -148,6 +147,6 @@ def test_weight_sync_engine_follows_trainer(engine, tiny_model_path, tmp_path, l
     assert int(after["meta_info"]["weight_version"]) >= 1
     engine_lp = [x[0] for x in after["meta_info"]["output_token_logprobs"]]
     trainer_lp = actor.compute_log_probs([probe + target], [len(target)])[0]
-    assert max(abs(a - b) for a, b in zip(engine_lp, trainer_lp)) < 1e-4
+    assert max(abs(a - b) for a, b in zip(engine_lp, trainer_lp, strict=True)) < 1e-4
     # restore the base weights for the other tests using this engine
     push_to_engines([engine.url], str(tiny_model_path), versions.version + 1)

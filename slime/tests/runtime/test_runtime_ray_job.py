@@ -7,14 +7,21 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import httpx
 import pytest
-
-from runtime_helpers import REPO, base_flags, env, metrics, private_model, processes_mentioning, wait_for, write_task
+from runtime_helpers import (
+    REPO,
+    base_flags,
+    env,
+    metrics,
+    private_model,
+    processes_mentioning,
+    wait_for,
+    write_task,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -66,10 +73,14 @@ def ray_head():
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
             head.wait(timeout=30)
-        leftovers = wait_for(lambda: not processes_mentioning(str(temp_dir)) or None, 60,
-                             "the head's processes to exit") if processes_mentioning(str(temp_dir)) else None
-        assert leftovers is None or not processes_mentioning(str(temp_dir))
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        try:  # every process of this cluster has the private temp dir on its command line
+            wait_for(lambda: not processes_mentioning(str(temp_dir)), 60, "the head's processes to exit")
+        finally:
+            stray = processes_mentioning(str(temp_dir))
+            for pid in stray:  # ours by construction (private temp dir), never another cluster's
+                os.kill(pid, signal.SIGKILL)
+            shutil.rmtree(temp_dir, ignore_errors=True)
+        assert not stray, f"processes outlived `ray start --block`: {stray}"
 
 
 def test_ray_job_submit_train(ray_head, tmp_path, tiny_model_path):

@@ -9,9 +9,17 @@ import subprocess
 import sys
 
 import pytest
-
-from runtime_helpers import (REPO, base_flags, env, metrics, private_model, processes_mentioning, run_script,
-                             wait_for, write_task)
+from runtime_helpers import (
+    REPO,
+    base_flags,
+    env,
+    metrics,
+    private_model,
+    processes_mentioning,
+    run_script,
+    wait_for,
+    write_task,
+)
 
 
 def _rollout_files(folder):
@@ -84,7 +92,8 @@ def test_full_finetune_learns(tmp_path, tiny_model_path):
 def test_lora_learns(tmp_path, tiny_model_path):
     prompts, rm = write_task(tmp_path)
     flags = base_flags(tiny_model_path, prompts, rm, tmp_path) + [
-        "--num-rollout", "10", "--use-lora", "--lora-rank", "8", "--lora-alpha", "16", "--lr", "2e-2",
+        "--num-rollout", "10", "--rollout-batch-size", "8", "--use-lora", "--lora-rank", "8", "--lora-alpha", "16",
+        "--lr", "2e-2",
         "--save", str(tmp_path / "ckpt"), "--save-interval", "10"]
     res = run_script("train.py", flags)
     assert res.returncode == 0, res.stderr[-4000:]

@@ -4,12 +4,10 @@ the FSDP actor's log-probs / train step / LoRA reference / save format (tiny rea
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 import torch
-
 from slime.backends.fsdp import ActorConfig, FSDPTrainActor
 from slime.backends.fsdp.batching import make_micro_batches, partition_dynamic
 from slime.backends.fsdp.model import lr_lambda
@@ -181,11 +179,11 @@ def test_log_probs_padded_dynamic_and_fixed_match_unpadded_forward(tiny_model_pa
                                                      "--max-tokens-per-gpu", "24")), args)
     a = fixed.compute_log_probs(toks, lens)
     b = dyn.compute_log_probs(toks, lens)
-    for s, x, y in zip(samples, a, b):
+    for s, x, y in zip(samples, a, b, strict=True):
         ref = _reference_log_probs(fixed.model, s)
         assert len(x) == s.response_length
-        assert max(abs(u - v) for u, v in zip(x, ref)) < 1e-5
-        assert max(abs(u - v) for u, v in zip(y, ref)) < 1e-5
+        assert max(abs(u - v) for u, v in zip(x, ref, strict=True)) < 1e-5
+        assert max(abs(u - v) for u, v in zip(y, ref, strict=True)) < 1e-5
 
 
 def test_train_step_improves_rewarded_samples_and_state_roundtrip(tiny_model_path, tmp_path):
@@ -197,7 +195,7 @@ def test_train_step_improves_rewarded_samples_and_state_roundtrip(tiny_model_pat
     metrics = train_rollout(actor, args, samples, build_loss_call(args))
     after = actor.compute_log_probs(toks, lens)
     assert metrics["train/num_steps"] == 2 and metrics["gradient/norm"] > 0
-    for s, b, a in zip(samples, before, after):  # reward 1 -> up, reward 0 -> down (GRPO, groups of 2)
+    for s, b, a in zip(samples, before, after, strict=True):  # reward 1 -> up, reward 0 -> down (GRPO, groups of 2)
         delta = sum(a) - sum(b)
         assert delta > 0 if s.reward == 1.0 else delta < 0
     state = actor.trainer_state()
@@ -223,10 +221,10 @@ def test_lora_reference_is_base_model_and_adapter_loads(tiny_model_path, tmp_pat
     base = AutoModelForCausalLM.from_pretrained(str(tiny_model_path), dtype=torch.float32)
     ref = actor.compute_log_probs(toks, lens, reference=True)
     cur = actor.compute_log_probs(toks, lens)
-    for s, r, c in zip(samples, ref, cur):
+    for s, r, c in zip(samples, ref, cur, strict=True):
         expected = _reference_log_probs(base, s)
-        assert max(abs(u - v) for u, v in zip(r, expected)) < 1e-5  # adapters disabled == base
-        assert max(abs(u - v) for u, v in zip(c, expected)) > 1e-4  # the adapter did train
+        assert max(abs(u - v) for u, v in zip(r, expected, strict=True)) < 1e-5  # adapters disabled == base
+        assert max(abs(u - v) for u, v in zip(c, expected, strict=True)) > 1e-4  # the adapter did train
     # no second copy of the weights: one set of base parameters, only LoRA ones trainable
     trainable = {n for n, p in actor.model.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable)
@@ -235,9 +233,9 @@ def test_lora_reference_is_base_model_and_adapter_loads(tiny_model_path, tmp_pat
     assert not (tmp_path / "adapter" / "model.safetensors").exists()
     loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(str(tiny_model_path)), tmp_path / "adapter")
     again = _reference_log_probs(loaded, samples[1])
-    assert max(abs(u - v) for u, v in zip(again, cur[1])) < 1e-5
+    assert max(abs(u - v) for u, v in zip(again, cur[1], strict=True)) < 1e-5
     via_auto = AutoModelForCausalLM.from_pretrained(str(tmp_path / "adapter"))  # base + adapter by path
-    assert max(abs(u - v) for u, v in zip(_reference_log_probs(via_auto, samples[1]), cur[1])) < 1e-5
+    assert max(abs(u - v) for u, v in zip(_reference_log_probs(via_auto, samples[1]), cur[1], strict=True)) < 1e-5
 
 
 def test_custom_loss_plugin_reference_form_runs(tiny_model_path, tmp_path):
@@ -255,3 +253,18 @@ def test_custom_loss_plugin_reference_form_runs(tiny_model_path, tmp_path):
     actor = FSDPTrainActor(ActorConfig.from_args(args), args)
     metrics = train_rollout(actor, args, _samples(), build_loss_call(args))
     assert metrics["gradient/norm"] > 0 and "loss/total" in metrics
+
+
+def test_full_finetune_kl_uses_frozen_initial_reference(tiny_model_path):
+    args = _args(tiny_model_path, "--use-kl-loss", "--kl-loss-coef", "0.5")
+    actor = FSDPTrainActor(ActorConfig.from_args(args), args)
+    samples = _samples()
+    toks, lens = [s.tokens for s in samples], [s.response_length for s in samples]
+    first = train_rollout(actor, args, samples, build_loss_call(args))
+    assert first["loss/kl"] == pytest.approx(0.0, abs=1e-6)  # policy == reference before the update
+    second = train_rollout(actor, args, samples, build_loss_call(args))
+    assert second["loss/kl"] != pytest.approx(0.0, abs=1e-6)
+    ref = actor.compute_log_probs(toks, lens, reference=True)
+    for s, r in zip(samples, ref, strict=True):
+        assert max(abs(u - v) for u, v in zip(r, _reference_log_probs(actor.ref_model, s), strict=True)) < 1e-5
+    assert not any(p.requires_grad for p in actor.ref_model.parameters())

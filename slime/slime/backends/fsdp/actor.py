@@ -11,8 +11,9 @@ import contextlib
 import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,7 +23,6 @@ from slime.backends.fsdp import model as model_lib
 from slime.backends.fsdp.batching import MicroBatch, make_micro_batches
 from slime.backends.fsdp.config import ActorConfig
 from slime.backends.fsdp.logprobs import response_logits, token_log_probs
-from slime.utils.types import Sample
 
 LossFn = Callable[..., Any]
 
@@ -41,11 +41,21 @@ def _quiet_transformers() -> None:
 
 
 def init_distributed(rank: int, world_size: int, backend: str | None = None) -> None:
-    """Join the process group (MASTER_ADDR/MASTER_PORT in the env); no-op for world size 1."""
-    if world_size <= 1 or dist.is_initialized():
+    """Join the process group (MASTER_ADDR/MASTER_PORT in the env). On GPU always (FSDP2 needs a
+    device mesh even for one rank); on CPU only when there is more than one rank."""
+    if dist.is_initialized():
         return
-    backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
-    dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
+    cuda = torch.cuda.is_available()
+    if world_size <= 1 and not cuda:
+        return
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in os.environ:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+    dist.init_process_group(backend=backend or ("nccl" if cuda else "gloo"), rank=rank, world_size=world_size)
 
 
 class FSDPTrainActor:
@@ -62,9 +72,15 @@ class FSDPTrainActor:
         _set_seed(cfg.seed)  # same init on every rank (LoRA A matrices are random)
         self.tokenizer = model_lib.load_tokenizer(cfg.model_path)
         self.model = model_lib.load_model(cfg, self.device)
-        self.use_fsdp2 = self.device.type == "cuda" and world_size > 1
+        # FSDP2 on GPU; on CPU plain DP with an explicit gradient all-reduce (gloo has no
+        # reduce-scatter, which FSDP2 needs)
+        self.use_fsdp2 = self.device.type == "cuda" and dist.is_initialized()
         if self.use_fsdp2:
             model_lib.apply_fsdp2(self.model)
+        self.ref_model = None
+        if cfg.need_ref_log_probs and not hasattr(self.model, "disable_adapter"):
+            # full fine-tuning: a frozen copy of the initial policy (LoRA needs none)
+            self.ref_model = model_lib.load_frozen(cfg.ref_model_path or cfg.model_path, self.device)
         self.optimizer = model_lib.build_optimizer(cfg, self.model)
         self.scheduler = model_lib.build_scheduler(cfg, self.optimizer)
         self.loss_fn = loss_fn
@@ -77,10 +93,10 @@ class FSDPTrainActor:
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def _forward(self, mb: MicroBatch) -> torch.Tensor:
+    def _forward(self, mb: MicroBatch, model: torch.nn.Module | None = None) -> torch.Tensor:
         with self._autocast():
-            out = self.model(input_ids=mb.input_ids.to(self.device),
-                             attention_mask=mb.attention_mask.to(self.device), use_cache=False)
+            out = (model or self.model)(input_ids=mb.input_ids.to(self.device),
+                                        attention_mask=mb.attention_mask.to(self.device), use_cache=False)
         return out.logits
 
     def _micro_batches(self, tokens: list[list[int]], response_lengths: list[int]) -> list[MicroBatch]:
@@ -92,24 +108,28 @@ class FSDPTrainActor:
     def compute_log_probs(self, tokens: list[list[int]], response_lengths: list[int],
                           reference: bool = False) -> list[list[float]]:
         """Response log-probs under the current policy, or the reference (with LoRA: the same
-        model with adapters disabled; full fine-tuning keeps no second copy either, so the
-        reference is only available with LoRA or when `ref_model` was loaded)."""
+        model with adapters disabled, no second copy; full fine-tuning: the frozen copy loaded
+        when a KL term is configured)."""
         out: list[list[float] | None] = [None] * len(tokens)
         ctx = contextlib.nullcontext()
+        model = self.model
         if reference:
-            if not hasattr(self.model, "disable_adapter"):
-                raise ValueError("reference log-probs need LoRA (adapters disabled) or a reference model")
-            ctx = self.model.disable_adapter()
+            if self.ref_model is not None:
+                model = self.ref_model
+            elif hasattr(self.model, "disable_adapter"):
+                ctx = self.model.disable_adapter()
+            else:
+                raise ValueError("reference log-probs need LoRA or --use-kl-loss/--kl-coef (which load a reference)")
         was_training = self.model.training
         self.model.eval()  # no dropout: log-probs must be deterministic
         try:
             with ctx:
                 for mb in self._micro_batches(tokens, response_lengths):
-                    logits = self._forward(mb)
+                    logits = self._forward(mb, model)
                     lp, _ = token_log_probs(response_logits(logits, mb.prompt_lengths, mb.response_lengths),
                                             mb.input_ids.to(self.device), mb.prompt_lengths, mb.response_lengths,
                                             self.cfg.temperature)
-                    for i, row in zip(mb.indices, lp):
+                    for i, row in zip(mb.indices, lp, strict=True):
                         out[i] = row.float().cpu().tolist()
         finally:
             self.model.train(was_training)
@@ -149,7 +169,7 @@ class FSDPTrainActor:
         t = torch.tensor([sums[k] for k in keys], dtype=torch.float64,
                          device=self.device if self.use_fsdp2 else "cpu")
         dist.all_reduce(t)
-        return dict(zip(keys, t.tolist()))
+        return dict(zip(keys, t.tolist(), strict=True))
 
     def train_step(self, batch: dict[str, list], indices: list[int], denominators: dict[str, float],
                    loss_call: Callable[[dict[str, Any], torch.Tensor, Callable], tuple[torch.Tensor, dict]]) -> dict[str, float]:

@@ -38,6 +38,8 @@ class ActorConfig:
     # log-probs are computed on logits / temperature, as the engine reports them
     temperature: float = 1.0
     need_ref_log_probs: bool = False
+    # full fine-tuning only: the frozen reference (--ref-load, default the initial --hf-checkpoint)
+    ref_model_path: str | None = None
     use_rollout_logprobs: bool = False
     # anything else the loss function needs (the whole TrainConfig is passed as `args`)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -81,5 +83,6 @@ class ActorConfig:
             max_tokens_per_gpu=int(get("max_tokens_per_gpu", cls.max_tokens_per_gpu)),
             temperature=float(get("rollout_temperature", 1.0)),
             need_ref_log_probs=bool(get("use_kl_loss", False)) or float(get("kl_coef", 0.0)) != 0.0,
+            ref_model_path=get("ref_load", None) or str(model_path),
             use_rollout_logprobs=bool(get("use_rollout_logprobs", False)),
         )

@@ -11,7 +11,7 @@ import torch
 
 def response_logits(logits: torch.Tensor, prompt_lengths: list[int], response_lengths: list[int]) -> list[torch.Tensor]:
     """Per row, the [R, V] logits at positions P-1 .. P+R-2 (those that predict the response)."""
-    return [logits[r, p - 1 : p - 1 + n] for r, (p, n) in enumerate(zip(prompt_lengths, response_lengths))]
+    return [logits[r, p - 1 : p - 1 + n] for r, (p, n) in enumerate(zip(prompt_lengths, response_lengths, strict=True))]
 
 
 def token_log_probs(logits_rows: list[torch.Tensor], input_ids: torch.Tensor, prompt_lengths: list[int],
@@ -19,7 +19,7 @@ def token_log_probs(logits_rows: list[torch.Tensor], input_ids: torch.Tensor, pr
                     with_entropy: bool = False) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
     log_probs: list[torch.Tensor] = []
     entropies: list[torch.Tensor] | None = [] if with_entropy else None
-    for r, (rows, p, n) in enumerate(zip(logits_rows, prompt_lengths, response_lengths)):
+    for r, (rows, p, n) in enumerate(zip(logits_rows, prompt_lengths, response_lengths, strict=True)):
         x = rows.float()
         if temperature != 1.0:
             x = x / temperature

@@ -65,6 +65,16 @@ def load_model(cfg: ActorConfig, device: torch.device) -> torch.nn.Module:
     return model
 
 
+def load_frozen(path: str | Path, device: torch.device) -> torch.nn.Module:
+    """An inference-only copy (the KL reference of full fine-tuning)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).to(device).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
 def apply_fsdp2(model: torch.nn.Module) -> torch.nn.Module:
     """Shard every decoder layer, then the root (GPU path; needs NCCL reduce-scatter)."""
     from torch.distributed.fsdp import fully_shard

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -108,14 +109,14 @@ def train_rollout(actor: FSDPTrainActor, args: Any, samples: list[Sample], loss_
         old_lp = [list(r) for r in rollout_lp]  # type: ignore[arg-type]
     else:
         mine = actor.compute_log_probs([tokens[i] for i in my_indices], [resp[i] for i in my_indices])
-        old_lp = _all_gather_rows(actor, n, dict(zip(my_indices, mine)))
+        old_lp = _all_gather_rows(actor, n, dict(zip(my_indices, mine, strict=True)))
     timings["perf/old_log_probs_time"] = time.perf_counter() - t
     ref_lp = None
     need_ref = bool(getattr(args, "use_kl_loss", False)) or float(getattr(args, "kl_coef", 0.0)) > 0
     if need_ref:
         t = time.perf_counter()
         mine = actor.compute_log_probs([tokens[i] for i in my_indices], [resp[i] for i in my_indices], reference=True)
-        ref_lp = _all_gather_rows(actor, n, dict(zip(my_indices, mine)))
+        ref_lp = _all_gather_rows(actor, n, dict(zip(my_indices, mine, strict=True)))
         timings["perf/ref_log_probs_time"] = time.perf_counter() - t
 
     width = max(resp) if resp else 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from slime.backends.megatron.actor import MegatronTrainActor
+    from slime.backends.megatron.actor import MegatronTrainActor as MegatronTrainActor
 
 
 def __getattr__(name: str):

@@ -12,12 +12,11 @@ built-in or custom, run under both backends.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -76,8 +75,13 @@ class MegatronTrainActor:
         self.mpu = mpu
         self.spec: GPTSpec = spec_from_hf(cfg.model_path, self.options.model_overrides)
         self.tokenizer = hf_model_lib.load_tokenizer(cfg.model_path)
+        # --bf16: bf16 weights and activations with fp32 master weights in the optimizer
+        # (megatron's mixed precision; autocast does not reach megatron's custom autograd
+        # functions, whose backward would mix bf16 grads with fp32 weights)
+        self.dtype = torch.bfloat16 if cfg.bf16 else torch.float32
         self.model = build_gpt_model(self.spec, self.options.layout,
-                                     BuildOptions(bf16=False, recompute_activations=self.options.recompute_activations),
+                                     BuildOptions(params_dtype=self.dtype, bf16=cfg.bf16,
+                                                  recompute_activations=self.options.recompute_activations),
                                      device=self.device)
         load_hf_into_model(self.model, self.spec, cfg.model_path)
         self.model.train()
@@ -116,11 +120,6 @@ class MegatronTrainActor:
                                   dynamic=self.cfg.use_dynamic_batch_size, max_tokens=self.cfg.max_tokens_per_gpu,
                                   micro_batch_size=self.cfg.micro_batch_size)
 
-    def _autocast(self):
-        if self.cfg.bf16:
-            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
-
     def _padded_ids(self, mb: MicroBatch) -> torch.Tensor:
         """Sequence parallel splits the sequence over TP ranks: right-pad to a multiple of TP
         (causal attention keeps real tokens independent of trailing padding)."""
@@ -141,11 +140,10 @@ class MegatronTrainActor:
         if not pp_comm.is_first():
             self.model.set_input_tensor(input_tensor)
         positions = torch.arange(ids.shape[1], device=self.device).unsqueeze(0).expand_as(ids)
-        with self._autocast():
-            out = self.model(ids, positions, attention_mask=None)
+        out = self.model(ids, positions, attention_mask=None)
         if pp_comm.is_last():
             return out[:, : mb.input_ids.shape[1], : self.spec.vocab_size]
-        return out.float()  # stages exchange fp32 activations
+        return out
 
     def _forward_pass(self, mbs: list[MicroBatch], on_logits: Callable[[int, MicroBatch, torch.Tensor], Any],
                       keep_graph: bool) -> list:
@@ -155,7 +153,7 @@ class MegatronTrainActor:
         for k, mb in enumerate(mbs):
             x = None
             if not pp_comm.is_first():
-                x = pp_comm.recv_forward(self._hidden_shape(self._padded_ids(mb)), torch.float32, self.device)
+                x = pp_comm.recv_forward(self._hidden_shape(self._padded_ids(mb)), self.dtype, self.device)
                 if not keep_graph:
                     x = x.detach()
             out = self._stage_forward(mb, x)
@@ -172,7 +170,7 @@ class MegatronTrainActor:
                           reference: bool = False) -> list[list[float]]:
         if reference:
             raise MegatronUnsupported("reference log-probs are not available with --train-backend megatron")
-        pairs, start, end = self._mp_union(list(zip(tokens, response_lengths)))
+        pairs, start, end = self._mp_union(list(zip(tokens, response_lengths, strict=True)))
         all_tokens = [list(t) for t, _ in pairs]
         all_resp = [int(r) for _, r in pairs]
         out: list[list[float] | None] = [None] * len(pairs)
@@ -185,7 +183,7 @@ class MegatronTrainActor:
                 lp, _ = token_log_probs(response_logits(logits, mb.prompt_lengths, mb.response_lengths),
                                         mb.input_ids.to(self.device), mb.prompt_lengths, mb.response_lengths,
                                         self.cfg.temperature)
-                for i, row in zip(mb.indices, lp):
+                for i, row in zip(mb.indices, lp, strict=True):
                     out[i] = row.float().cpu().tolist()
 
             self._forward_pass(mbs, on_logits, keep_graph=False)
@@ -229,8 +227,14 @@ class MegatronTrainActor:
                 metric_sums[key] = metric_sums.get(key, 0.0) + float(value)
             return loss
 
-        saved = self._forward_pass(mbs, on_logits, keep_graph=True)
-        for k in reversed(range(len(mbs))):
+        if pp_comm.pp_size() == 1:
+            # no pipeline: backward right after each forward, one micro-batch's graph at a time
+            for mb in mbs:
+                on_logits(0, mb, self._stage_forward(mb, None)).backward()
+            saved = []
+        else:
+            saved = self._forward_pass(mbs, on_logits, keep_graph=True)
+        for k in reversed(range(len(saved))):
             x, out = saved[k]
             if pp_comm.is_last():
                 out.backward()

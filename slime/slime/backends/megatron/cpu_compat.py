@@ -10,9 +10,10 @@ when `torch.cuda.is_available()` is False, so a GPU run never goes through this 
    pipeline p2p receive buffers, DDP grad buffers, the loss-scale / grad-norm scalars of the
    optimizer). Returning the CPU device makes those allocations land on CPU. Without CUDA the
    original function can only raise, so nothing that worked before changes meaning.
-2. `torch.Tensor.cuda()` / `torch.nn.Module.cuda()` -> identity when CUDA is absent.
-   Some code paths (optimizer grad-norm, `broadcast_data`) call `.cuda()` to move a scalar
-   to "the" device; on CPU the tensor already is where it has to be.
+2. `torch.Tensor.cuda()` -> identity when CUDA is absent.
+   With tied embeddings and PP>1, `LanguageModule.setup_embeddings_and_output_layer` does
+   `weight.data = weight.data.cuda()` before all-reducing the first and last stage's copies
+   (also `tensor_parallel.broadcast_data`); on CPU the tensor already is where it has to be.
 3. The CUDA RNG tracker (`megatron.core.tensor_parallel.random`).
    Megatron keeps named CUDA generator states (data-parallel, model-parallel, expert) and
    forks them around dropout and weight init in parallel regions. On CPU we keep the same
@@ -56,7 +57,7 @@ def _cpu_current_device() -> torch.device:
     return torch.device("cpu")
 
 
-def _identity_cuda(self, *args, **kwargs):  # noqa: ANN001 - mirrors Tensor.cuda/Module.cuda
+def _identity_cuda(self, *args, **kwargs):  # noqa: ANN001 - mirrors Tensor.cuda
     return self
 
 
@@ -121,7 +122,6 @@ def apply_cpu_compat() -> bool:
         return True
     torch.cuda.current_device = _cpu_current_device
     torch.Tensor.cuda = _identity_cuda
-    torch.nn.Module.cuda = _identity_cuda
 
     from megatron.core.tensor_parallel import random as mrandom
 

@@ -83,7 +83,7 @@ class RMSNorm(torch.nn.RMSNorm):
     """
 
     def __init__(self, config, hidden_size: int, eps: float = 1e-5, **_ignored) -> None:
-        super().__init__(hidden_size, eps=eps)
+        super().__init__(hidden_size, eps=eps, dtype=config.params_dtype)
         self.weight.sequence_parallel = bool(config.sequence_parallel)
 
 
@@ -92,7 +92,7 @@ class QKRMSNorm(torch.nn.RMSNorm):
     (its TP-partial grads are summed by name in `optim.finalize_grads`)."""
 
     def __init__(self, config, hidden_size: int, eps: float = 1e-5, **_ignored) -> None:
-        super().__init__(hidden_size, eps=eps)
+        super().__init__(hidden_size, eps=eps, dtype=config.params_dtype)
 
 
 def local_layer_spec(spec: GPTSpec, layout: ParallelLayout):

@@ -81,17 +81,22 @@ def clip_grad_norm(model: torch.nn.Module, max_norm: float) -> float:
     return norm
 
 
-class CpuOffloadAdamW:
-    """AdamW whose fp32 master weights and moments live in host memory (`--optimizer-cpu-offload`).
+class MasterWeightAdamW:
+    """AdamW over fp32 master copies of the model's parameters.
 
-    After backward the grads are copied to the host, the step runs there, and the updated
-    weights are copied back into the (accelerator) parameters. On a CPU-only machine the
-    copies are host-to-host, so the code path is the same one a GPU run takes.
+    Used when the model weights are bf16 (`--bf16`: megatron keeps bf16 params and fp32 master
+    weights, as its mixed-precision optimizer does) and for `--optimizer-cpu-offload`, where the
+    masters and Adam moments live in host memory: after backward the grads are copied to the
+    masters' device, the step runs there, and the updated weights are copied back into the
+    (accelerator) parameters. On a CPU-only machine the offload copies are host to host, so
+    the code path is the one a GPU run takes.
     """
 
-    def __init__(self, params: list[torch.nn.Parameter], **adam_kwargs) -> None:
+    def __init__(self, params: list[torch.nn.Parameter], master_device: torch.device | str | None = None,
+                 **adam_kwargs) -> None:
         self.params = list(params)
-        self.master = [p.detach().to("cpu", dtype=torch.float32, copy=True).requires_grad_(True) for p in self.params]
+        self.master = [p.detach().to(master_device or p.device, dtype=torch.float32, copy=True).requires_grad_(True)
+                       for p in self.params]
         self.inner = torch.optim.AdamW(self.master, **adam_kwargs)
 
     @property
@@ -109,27 +114,31 @@ class CpuOffloadAdamW:
 
     @torch.no_grad()
     def step(self) -> None:
-        for p, m in zip(self.params, self.master):
-            m.grad = None if p.grad is None else p.grad.detach().to("cpu", dtype=torch.float32)
+        for p, m in zip(self.params, self.master, strict=True):
+            m.grad = None if p.grad is None else p.grad.detach().to(m.device, dtype=torch.float32)
         self.inner.step()
-        for p, m in zip(self.params, self.master):
+        for p, m in zip(self.params, self.master, strict=True):
             p.copy_(m.to(p.device, dtype=p.dtype))
 
     def state_dict(self) -> dict:
-        return self.inner.state_dict()
+        # the fp32 masters are part of the state: bf16 params alone lose the low bits
+        return {"inner": self.inner.state_dict(), "master": [m.detach().cpu() for m in self.master]}
 
     def load_state_dict(self, state: dict) -> None:
-        self.inner.load_state_dict(state)
+        self.inner.load_state_dict(state["inner"])
         with torch.no_grad():
-            for p, m in zip(self.params, self.master):
-                m.copy_(p.detach().to("cpu", dtype=torch.float32))
+            for m, saved in zip(self.master, state["master"], strict=True):
+                m.copy_(saved.to(m.device))
 
 
 def build_optimizer(params: list[torch.nn.Parameter], *, lr: float, betas: tuple[float, float], eps: float,
                     weight_decay: float, cpu_offload: bool):
+    """AdamW; with fp32 masters when the params are not fp32 or the state is offloaded."""
     if not params:
         raise ValueError("model has no trainable parameters")
     kwargs = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
     if cpu_offload:
-        return CpuOffloadAdamW(params, **kwargs)
+        return MasterWeightAdamW(params, master_device="cpu", **kwargs)
+    if any(p.dtype != torch.float32 for p in params):
+        return MasterWeightAdamW(params, **kwargs)
     return torch.optim.AdamW(params, **kwargs)

@@ -22,11 +22,15 @@ the training ones with --colocate). Under Ray the same lists become the engines'
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from openclaw.engines.sglang_backend import SGLangLaunchConfig, build_router_command, build_sglang_launch_command
+from openclaw.engines.sglang_backend import (
+    SGLangLaunchConfig,
+    build_router_command,
+    build_sglang_launch_command,
+)
 
 # --sglang-<name> values that are fields of SGLangLaunchConfig, with their types
 _TYPED_FIELDS: dict[str, type] = {
@@ -145,3 +149,28 @@ def plan_sglang_rollout(args: Any, model_path: str, *, host: str = "127.0.0.1", 
         cmd = build_router_command([e.url for e in engines], host=host, port=port)
         return RolloutPlan(engines, cmd, f"http://{host}:{port}")
     return RolloutPlan(engines, None, None)
+
+
+def launch_planned_engines(plan: RolloutPlan, *, startup_timeout: float = 900.0,
+                           launch_command: Callable[[EngineLaunch], list[str]] | None = None) -> list:
+    """Start every engine of `plan` (each with its CUDA_VISIBLE_DEVICES) through the engine
+    helper's `SGLangEngine.launch`; on any failure the ones already started are stopped.
+
+    `launch_command(engine) -> argv` replaces `sglang.launch_server` (CI starts the embedded
+    engine's SGLang-compatible server this way). The router, if planned, is the caller's.
+    """
+    import asyncio
+
+    from openclaw.engines.sglang_backend import SGLangEngine
+
+    started = []
+    try:
+        for engine in plan.engines:
+            cmd = launch_command(engine) if launch_command else None
+            started.append(SGLangEngine.launch(engine.config, startup_timeout=startup_timeout, launch_command=cmd,
+                                               env={**os.environ, **engine.env}))
+    except BaseException:
+        for handle in started:
+            asyncio.run(handle.shutdown())
+        raise
+    return started

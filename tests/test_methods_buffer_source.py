@@ -1,0 +1,144 @@
+"""openclaw-rl's buffer data source on a real SQLite buffer: selection rules per method, surplus
+left in the buffer, and the consumer position committed together with trainer checkpoints."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openclaw.buffer import TrajectoryBuffer, TurnRecord
+from slime.utils.checkpoint import CheckpointMeta, begin_checkpoint, commit_checkpoint
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "openclaw-rl"))  # a plugin folder, not a package
+
+import openclaw_buffer_rollout as M  # noqa: E402
+
+# (score, hint): one turn of each signal kind, twice.
+SIGNALS = [(1.0, None), (-1.0, "be brief"), (0.0, "keep it short"), (0.0, None)] * 2
+
+
+def _fill(buf_dir: Path, signals: list[tuple[float, str | None]], no_next_state: int = 0) -> list[int]:
+    ids = []
+    with TrajectoryBuffer.open(buf_dir) as buf:
+        for i, (score, hint) in enumerate(signals):
+            rec = TurnRecord(session_id=f"s{i}", turn_index=0, turn_type="main",
+                             messages=[{"role": "user", "content": f"question {i}"}],
+                             prompt_ids=[1, 2, 3 + i], response_ids=[7, 8, 9], response_logprobs=[-0.5, -1.0, -0.25],
+                             response_text="an answer", weight_version=2)
+            tid = buf.append_turn(rec)
+            buf.attach_next_state(f"s{i}", {"role": "user", "content": "feedback"})
+            ids.append(tid)
+        for j in range(no_next_state):
+            rec = TurnRecord(session_id=f"end{j}", turn_index=0, turn_type="main", messages=[{"role": "user", "content": "x"}],
+                             prompt_ids=[1], response_ids=[2], response_logprobs=[-0.1])
+            ids.append(buf.append_turn(rec))
+            buf.finalize_session(f"end{j}")
+        claimed = buf.claim_for_judging("w", limit=100)
+        by_id = {tid: s for tid, s in zip(ids, signals)}
+        for rec in claimed:
+            score, hint = by_id.get(rec.turn_id, (0.0, None))
+            assert buf.write_judgement(rec.turn_id, {"score": score, "hint": hint}, worker_id="w")
+    return ids
+
+
+def _args(buf_dir: Path, method: str, batch: int, save: Path | None = None, load: Path | None = None, **kw: Any):
+    return argparse.Namespace(rl_buffer_dir=str(buf_dir), buffer_consumer_id=None, rollout_batch_size=batch,
+                              buffer_wait_timeout=kw.get("timeout", 5.0), buffer_min_batch=kw.get("min_batch", 1),
+                              buffer_poll_interval=0.05, max_staleness=None, save=str(save) if save else None,
+                              load=str(load) if load else None, openclaw_method=method, custom_rm_path=None,
+                              n_samples_per_prompt=1, advantage_estimator="grpo", rewards_normalization=False)
+
+
+@pytest.mark.parametrize("method,kinds", [("rl", {"hint+score", "score"}), ("opd", {"hint+score", "hint"}),
+                                          ("combine", {"hint+score", "hint", "score"})])
+def test_selection_rules_and_surplus(tmp_path: Path, method: str, kinds: set[str]) -> None:
+    _fill(tmp_path / "buf", SIGNALS, no_next_state=1)
+    ds = M.BufferDataSource(_args(tmp_path / "buf", method, batch=2))
+    got = ds.take(2)
+    assert len(got.records) == 2
+    assert {M.turn_signal(r).kind for r in got.records} <= kinds
+    samples = [M.turn_to_sample(r, M.turn_signal(r).score) for r in got.records]
+    for s, r in zip(samples, got.records):
+        assert s.tokens == r.prompt_ids + r.response_ids and s.rollout_log_probs == r.response_logprobs
+        assert s.response_length == 3 and s.loss_mask == [1, 1, 1] and s.weight_version == 2
+    # The rest of the batch-worth stays in the buffer: a second take gets the next ones, oldest first.
+    more = ds.take(10)
+    all_ids = [r.turn_id for r in got.records + more.records]
+    assert len(set(all_ids)) == len(all_ids)
+    assert len(all_ids) == sum(1 for s in SIGNALS if M.TurnSignal(*s).kind in kinds)
+    assert sum(more.skipped.values()) + sum(got.skipped.values()) == len(SIGNALS) + 1 - len(all_ids)
+    assert more.skipped["no_next_state"] + got.skipped["no_next_state"] == 1
+
+
+def test_wait_timeout_keeps_nothing_pending(tmp_path: Path) -> None:
+    _fill(tmp_path / "buf", SIGNALS[:2])
+    ds = M.BufferDataSource(_args(tmp_path / "buf", "rl", batch=5, timeout=0.3, min_batch=5))
+    with pytest.raises(TimeoutError, match="trainable turn"):
+        ds.take(5)
+    assert ds.pending == set()  # nothing handed out: the next take sees the same turns
+    ds.cfg = M.DrainConfig(**{**ds.cfg.__dict__, "min_batch": 1})
+    assert len(ds.take(5).records) == 2
+
+
+def test_consumer_position_follows_checkpoints(tmp_path: Path) -> None:
+    buf_dir, save = tmp_path / "buf", tmp_path / "ckpt"
+    _fill(buf_dir, SIGNALS)
+    ds = M.BufferDataSource(_args(buf_dir, "combine", batch=2, save=save))
+    first = ds.take(2)
+    consumer = ds.cfg.consumer_id
+    state = ds.consumer_positions()
+    assert sorted(state[consumer]["pending_turn_ids"]) == sorted(ds.pending)
+    # No checkpoint yet: nothing is committed, the next rollout still excludes what it handed out.
+    second = ds.take(2)
+    assert not {r.turn_id for r in first.records} & {r.turn_id for r in second.records}
+    with TrajectoryBuffer.open(buf_dir) as buf:
+        assert buf.consumer_position(consumer) is None
+    # The driver saves a checkpoint holding the positions; the next rollout commits exactly those.
+    tmp = begin_checkpoint(save, 0)
+    commit_checkpoint(save, 0, tmp, CheckpointMeta(rollout_id=0, consumer_positions=ds.consumer_positions()))
+    handed = set(ds.pending)
+    ds.take(1)
+    with TrajectoryBuffer.open(buf_dir) as buf:
+        pos = buf.consumer_position(consumer)
+        assert pos["checkpoint_tag"] == "checkpoint-0" and pos["consumed"] == len(handed)
+        left = {r.turn_id for r in buf.fetch_judged(consumer, limit=100)}
+    assert not left & handed
+
+
+def test_resume_commits_checkpointed_ids(tmp_path: Path) -> None:
+    """A trainer that crashed after its checkpoint but before the buffer commit: on resume the
+    checkpoint's ids are committed, so they are never trained twice; later ones come back."""
+    buf_dir, save = tmp_path / "buf", tmp_path / "ckpt"
+    _fill(buf_dir, SIGNALS)
+    ds = M.BufferDataSource(_args(buf_dir, "combine", batch=2, save=save))
+    trained = {r.turn_id for r in ds.take(2).records}
+    tmp = begin_checkpoint(save, 3)
+    final = commit_checkpoint(save, 3, tmp, CheckpointMeta(rollout_id=3, consumer_positions=ds.consumer_positions()))
+    lost = {r.turn_id for r in ds.take(2).records}  # handed out after the checkpoint, then the crash
+    ds.close()
+    resumed = M.BufferDataSource(_args(buf_dir, "combine", batch=10, save=save, load=final))
+    from slime.utils.checkpoint import load_meta
+
+    resumed.load_consumer_positions(load_meta(final).consumer_positions)
+    again = {r.turn_id for r in resumed.take(10).records}
+    assert not again & trained
+    assert lost <= again
+
+
+def test_live_args_are_checked() -> None:
+    ns = argparse.Namespace(n_samples_per_prompt=1, advantage_estimator="grpo", rewards_normalization=True)
+    with pytest.raises(ValueError, match="disable-rewards-normalization"):
+        M.check_live_args(ns)
+    ns.n_samples_per_prompt = 4
+    with pytest.raises(ValueError, match="single responses"):
+        M.check_live_args(ns)
+
+
+def test_rollout_needs_buffer_source(tmp_path: Path) -> None:
+    args = _args(tmp_path / "buf", "rl", batch=1)
+    with pytest.raises(ValueError, match="--data-source-path"):
+        M.generate_rollout(args, 0, None)
