@@ -114,24 +114,29 @@ def bench_e2e(model: Path, tok: Any, hist_tokens: int, n: int, workdir: Path) ->
 
 # ----------------------------------------------------------------------------- B: the intercept
 def make_turns(tok: Any, hist_tokens: int, sessions: int, turns_per_session: int) -> list[list[CompletedTurn]]:
-    """Per session, a growing conversation: each turn's messages = previous + reply + user."""
+    """Per session, a growing conversation as a real client sends it: each turn's messages =
+    previous messages + reply + a new user message, and its prompt ids = the previous prompt
+    ids + the reply's ids + the new message's ids (what a chat template produces)."""
     rng = random.Random(0)
     out = []
     for s in range(sessions):
         msgs = make_history(tok, hist_tokens, 1000 + s)
         enc = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True)
-        n_prompt = len(enc["input_ids"] if hasattr(enc, "keys") else enc)
+        prompt = [int(x) for x in (enc["input_ids"] if hasattr(enc, "keys") else enc)]
         seq = []
         for t in range(turns_per_session):
             reply = f"reply {s}.{t}"
+            out_id = rng.randrange(49152)
             now = time.time()
             seq.append(CompletedTurn(
                 request_id=f"req-{s}-{t}", control=RLControl(), messages=list(msgs), tools=None, served_model="tiny",
-                prompt_ids=[rng.randrange(49152) for _ in range(n_prompt)], output_ids=[rng.randrange(49152)],
-                output_logprobs=[-rng.random()], text=reply, content=reply, tool_calls=None, finish_reason="length",
-                weight_version=0, created_at=now, finished_at=now,
+                prompt_ids=list(prompt), output_ids=[out_id], output_logprobs=[-rng.random()], text=reply,
+                content=reply, tool_calls=None, finish_reason="length", weight_version=0, created_at=now,
+                finished_at=now,
             ))
-            msgs = msgs + [{"role": "assistant", "content": reply}, {"role": "user", "content": f"next {s}.{t}"}]
+            user = f"next {s}.{t}"
+            msgs = msgs + [{"role": "assistant", "content": reply}, {"role": "user", "content": user}]
+            prompt = prompt + [out_id] + [rng.randrange(49152) for _ in range(12)]
         out.append(seq)
     return out
 
@@ -155,14 +160,14 @@ async def drive(observer: Any, sessions: list[list[CompletedTurn]], concurrency:
     return lat, time.perf_counter() - t0
 
 
-def bench_observer(tok: Any, hist_tokens: int, records: int, workdir: Path) -> dict[str, Any]:
+def bench_observer(tok: Any, hist_tokens: int, records: int, workdir: Path, durability: str = "full") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for conc in (1, 32):
         n_sessions = conc * 2 if conc > 1 else 4
         per = max(2, (records if conc > 1 else records // 4) // n_sessions)
         sessions = make_turns(tok, hist_tokens, n_sessions, per)
         d = workdir / f"obs_buf_c{conc}"
-        observer = build_observer(InterceptConfig(buffer_dir=d))
+        observer = build_observer(InterceptConfig(buffer_dir=d, durability=durability))
 
         async def run(observer: Any = observer, sessions: list = sessions, conc: int = conc) -> tuple[list[float], float]:
             try:
@@ -189,6 +194,8 @@ def main() -> int:
     ap.add_argument("--e2e-requests", type=int, default=16, help="requests per arm at concurrency 1 (x2 at 32)")
     ap.add_argument("--records", type=int, default=1500, help="records for the observer throughput run")
     ap.add_argument("--skip-e2e", action="store_true")
+    ap.add_argument("--durability", choices=("full", "normal"), default="full",
+                    help="full: fsync per group commit (default); normal: crash-safe, not power-loss-safe")
     ap.add_argument("--workdir", default=None, help="where the buffers go (default: a temp dir on the same disk)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results/intercept_overhead.md"))
     args = ap.parse_args()
@@ -208,7 +215,7 @@ def main() -> int:
         cfg["max_position_embeddings"] = 32768
         (model / "config.json").write_text(json.dumps(cfg))
     try:
-        obs = bench_observer(tok, args.history_tokens, args.records, workdir)
+        obs = bench_observer(tok, args.history_tokens, args.records, workdir, args.durability)
         e2e = None if args.skip_e2e else bench_e2e(model, tok, args.history_tokens, args.e2e_requests, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -218,10 +225,11 @@ def main() -> int:
         "# RL intercept overhead",
         "",
         f"Command: `python bench/intercept_overhead.py --history-tokens {args.history_tokens} "
-        f"--e2e-requests {args.e2e_requests} --records {args.records}`",
+        f"--e2e-requests {args.e2e_requests} --records {args.records} --durability {args.durability}"
+        f"{' --skip-e2e' if args.skip_e2e else ''}`",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average at the end "
         f"{os.getloadavg()[0]:.1f} (other jobs shared the cores), Python {platform.python_version()}, "
-        f"buffer on {workdir.parent} (ext4), durability=full (fsync per group commit).",
+        f"buffer on {workdir.parent} (ext4), durability={args.durability}.",
         "",
         "## B. The intercept as the server awaits it (`on_turn`: redact, identify, pair, durable commit)",
         "",

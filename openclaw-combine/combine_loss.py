@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
 from slime.algorithms.kl import approx_kl
 from slime.algorithms.policy_loss import ppo_clipped_loss
 

@@ -170,7 +170,7 @@ async def add_teacher(args: Any, samples: list[Sample], *, copy_without_hint: bo
                     ids, lps = await teacher_topk(client, prompt_ids, response_ids, k)
                     s.metadata["teacher_topk_file"] = str(write_topk(args, s, ids, lps))
             s.metadata["teacher_prompt_len"] = len(prompt_ids)
-            gaps.extend(t - o for t, o in zip(s.teacher_log_probs, s.rollout_log_probs or []))
+            gaps.extend(t - o for t, o in zip(s.teacher_log_probs, s.rollout_log_probs or [], strict=True))
 
         await asyncio.gather(*(one(s) for s in hinted))
     for s in samples:

@@ -33,6 +33,7 @@ sys.path.append(str(Path(__file__).resolve().parent))
 
 import openclaw_opd_rollout as opd  # noqa: E402
 
+
 def tail_log_prob(top_log_probs: torch.Tensor) -> torch.Tensor:
     """log(1 - sum(exp(top))) along the last dim, clamped away from log(0)."""
     mass = top_log_probs.exp().sum(-1).clamp(max=1.0 - 1e-6)
@@ -62,7 +63,7 @@ def topk_distillation_loss(batch: dict[str, Any], *, config: Any, reducer: Any, 
     temperature = float(getattr(config, "rollout_temperature", 1.0) or 1.0)
     kl = torch.zeros_like(mask)
     missing = 0.0
-    for i, (p, r) in enumerate(zip(batch["prompt_lengths"], batch["response_lengths"])):
+    for i, (p, r) in enumerate(zip(batch["prompt_lengths"], batch["response_lengths"], strict=True)):
         topk = load_topk(config, batch["tokens"][i])
         if topk is None or r == 0:
             missing += 1.0

@@ -306,8 +306,9 @@ def engine_version(args: Any) -> int | None:
     """The first engine's weight version (for --max-staleness); None when it cannot be asked."""
     if getattr(args, "max_staleness", None) is None:
         return None
-    from openclaw.engines.sglang_client import SyncSGLangClient
     from slime.rollout.engine_io import engine_urls_from_args
+
+    from openclaw.engines.sglang_client import SyncSGLangClient
 
     with SyncSGLangClient(engine_urls_from_args(args)[0], timeout=30) as client:
         try:
@@ -335,7 +336,7 @@ async def _custom_rewards(args: Any, samples: list[Sample]) -> None:
 
     rm = load_reward_model(args.custom_rm_path, args)
     values = await rm.score_group(samples)
-    for s, v in zip(samples, values):
+    for s, v in zip(samples, values, strict=True):
         s.reward = extract_reward(v, getattr(args, "reward_key", None))
 
 

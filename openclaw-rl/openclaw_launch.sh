@@ -199,9 +199,13 @@ TRAIN_CMD=(python slime/train.py
   "${WAIT_ARGS[@]}" "${RESUME_ARGS[@]}" "${WANDB_ARGS[@]}" "$@")
 
 if [[ -z "${RAY_ADDRESS:-}" ]]; then
-  RAY_GCS_PORT=${RAY_GCS_PORT:-$("${PYTHON}" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+  free_port() { "${PYTHON}" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+  # Fixed defaults (client server 10001, agent 52365) collide with any other Ray on the machine.
+  RAY_GCS_PORT=${RAY_GCS_PORT:-$(free_port)}
   RAY_START=(ray start --head --block --port "${RAY_GCS_PORT}" --dashboard-host 127.0.0.1
-             --dashboard-port "${RAY_DASHBOARD_PORT}" --include-dashboard true --num-gpus "${NUM_GPUS}")
+             --dashboard-port "${RAY_DASHBOARD_PORT}" --include-dashboard true --num-gpus "${NUM_GPUS}"
+             --ray-client-server-port "$(free_port)" --dashboard-agent-listen-port "$(free_port)"
+             --min-worker-port 20000 --max-worker-port 29999)
   if [[ "${OPENCLAW_DRY_RUN}" == "1" ]]; then
     echo "would run: $(printf '%q ' "${RAY_START[@]}")"
   else
@@ -210,16 +214,22 @@ if [[ -z "${RAY_ADDRESS:-}" ]]; then
   fi
   export RAY_ADDRESS="http://127.0.0.1:${RAY_DASHBOARD_PORT}"
   if [[ "${OPENCLAW_DRY_RUN}" != "1" ]]; then
-    "${PYTHON}" - "${RAY_ADDRESS}" <<'EOF'
-import sys, time, urllib.request
+    "${PYTHON}" - "${RAY_ADDRESS}" "${RAY_HEAD_PID}" "${LOG_DIR}/ray_head.log" <<'EOF'
+import os, sys, time, urllib.request
+url, pid, log = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 deadline = time.monotonic() + 300
 while True:
     try:
-        urllib.request.urlopen(sys.argv[1] + "/api/version", timeout=5)
+        urllib.request.urlopen(url + "/api/version", timeout=5)
         break
     except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            tail = open(log).read()[-1500:]
+            sys.exit(f"error: the Ray head exited before its job server came up (ports in use? set RAY_DASHBOARD_PORT):\n{tail}")
         if time.monotonic() > deadline:
-            sys.exit(f"Ray head at {sys.argv[1]} did not come up in 300s (see ray_head.log)")
+            sys.exit(f"error: Ray head at {url} did not come up in 300s (see {log})")
         time.sleep(1)  # polling the head's job server
 EOF
   fi

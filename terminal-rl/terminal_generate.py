@@ -20,14 +20,11 @@ from openclaw.engines.sglang_client import SGLangClient
 from openclaw.sandbox import SandboxConfig, parallel_envs_from_env, sandbox_config_from_env
 from openclaw.sandbox.episode import (
     chat_prompt_ids,
-    encode,
     engine_url_for,
     load_tokenizer,
     pool_for_running_loop,
 )
-from openclaw.sandbox.trajectory import ObservationFormat, TrajectoryBuilder
-
-MIN_TURN_TOKENS = 8  # don't append an observation that leaves the model no room to answer
+from openclaw.sandbox.trajectory import ObservationFormat, TrajectoryBuilder, Turn, run_agent_loop
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,28 +95,16 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task.instruction}]
     prompt_text, prompt_ids = chat_prompt_ids(tokenizer, messages)
     pool = pool_for_running_loop(cfg.sandbox, cfg.parallel_envs)
-    status = Sample.Status.COMPLETED
     async with pool.session() as sandbox, SGLangClient(engine_url_for(args, sample.index)) as client:
         env = TerminalEnv(task, sandbox, max_steps=cfg.max_steps)
         await env.reset()
         builder = TrajectoryBuilder(client, prompt_ids, sampling_params, cfg.max_context_len)
-        while True:
-            turn = await builder.generate()
-            if turn is None:
-                status = Sample.Status.TRUNCATED
-                break
-            if turn.finish_type == "abort":
-                status = Sample.Status.ABORTED
-                break
-            step = await env.step(turn.text)
-            if step.done:
-                break
-            closed = obs_format.closes(turn.token_ids)
-            obs_ids = encode(tokenizer, obs_format.text(step.observation, turn_closed=closed))
-            if builder.budget - len(obs_ids) < MIN_TURN_TOKENS:
-                status = Sample.Status.TRUNCATED
-                break
-            builder.append_observation(obs_ids)
+
+        async def step(turn: Turn) -> str | None:
+            result = await env.step(turn.text)
+            return None if result.done else result.observation
+
+        outcome = await run_agent_loop(builder, tokenizer, obs_format, step)
         await builder.finalize()
         evaluation_result = await env.evaluate()
     step_scores = [s.step_score for s in env.history]
@@ -127,7 +112,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     sample.prompt = prompt_text
     sample.response = tokenizer.decode(sample.tokens[len(prompt_ids):])
     sample.reward = episode_reward(evaluation_result, step_scores, cfg.prm_step_coef)
-    sample.status = status
+    sample.status = Sample.Status(outcome)
     sample.metadata.update(
         task_id=task.id, steps=env.steps, tests_passed=evaluation_result.passed,
         tests_total=evaluation_result.total, test_details=evaluation_result.details, step_scores=step_scores,

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from slime.utils.types import Sample
 
 from openclaw.demo import report
 from openclaw.demo.evaluate import EvalPoint, kl_to_base, load_probe, probe_correct
 from openclaw.demo.length_reward import length_only_reward
 from openclaw.demo.personas import PERSONAS, PromptItem, load_prompts
-from slime.utils.types import Sample
 
 
 def _point(acc: float, pref: float, topic: float, cap: float, n: int = 0) -> EvalPoint:

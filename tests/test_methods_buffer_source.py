@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slime.utils.checkpoint import CheckpointMeta, begin_checkpoint, commit_checkpoint
 
 from openclaw.buffer import TrajectoryBuffer, TurnRecord
-from slime.utils.checkpoint import CheckpointMeta, begin_checkpoint, commit_checkpoint
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "openclaw-rl"))  # a plugin folder, not a package
 
@@ -24,7 +24,7 @@ SIGNALS = [(1.0, None), (-1.0, "be brief"), (0.0, "keep it short"), (0.0, None)]
 def _fill(buf_dir: Path, signals: list[tuple[float, str | None]], no_next_state: int = 0) -> list[int]:
     ids = []
     with TrajectoryBuffer.open(buf_dir) as buf:
-        for i, (score, hint) in enumerate(signals):
+        for i, _signal in enumerate(signals):
             rec = TurnRecord(session_id=f"s{i}", turn_index=0, turn_type="main",
                              messages=[{"role": "user", "content": f"question {i}"}],
                              prompt_ids=[1, 2, 3 + i], response_ids=[7, 8, 9], response_logprobs=[-0.5, -1.0, -0.25],
@@ -38,7 +38,7 @@ def _fill(buf_dir: Path, signals: list[tuple[float, str | None]], no_next_state:
             ids.append(buf.append_turn(rec))
             buf.finalize_session(f"end{j}")
         claimed = buf.claim_for_judging("w", limit=100)
-        by_id = {tid: s for tid, s in zip(ids, signals)}
+        by_id = dict(zip(ids, signals, strict=False))  # ids also holds the no-next-state turns
         for rec in claimed:
             score, hint = by_id.get(rec.turn_id, (0.0, None))
             assert buf.write_judgement(rec.turn_id, {"score": score, "hint": hint}, worker_id="w")
@@ -62,7 +62,7 @@ def test_selection_rules_and_surplus(tmp_path: Path, method: str, kinds: set[str
     assert len(got.records) == 2
     assert {M.turn_signal(r).kind for r in got.records} <= kinds
     samples = [M.turn_to_sample(r, M.turn_signal(r).score) for r in got.records]
-    for s, r in zip(samples, got.records):
+    for s, r in zip(samples, got.records, strict=True):
         assert s.tokens == r.prompt_ids + r.response_ids and s.rollout_log_probs == r.response_logprobs
         assert s.response_length == 3 and s.loss_mask == [1, 1, 1] and s.weight_version == 2
     # The rest of the batch-worth stays in the buffer: a second take gets the next ones, oldest first.

@@ -108,7 +108,7 @@ def _check_update(trainer: Any, stack: dict, before: dict[str, torch.Tensor], sa
     served, version = _engine_logprobs(stack["url"], tokens, n)
     assert version == version_before + 1  # the engine loaded the pushed adapter
     mine = trainer.actor.compute_log_probs([tokens], [n])[0]
-    assert max(abs(a - b) for a, b in zip(served, mine)) < 1e-3  # and serves what the trainer has
+    assert max(abs(a - b) for a, b in zip(served, mine, strict=True)) < 1e-3  # and serves what the trainer has
 
 
 def _restore(stack: dict, model: Path) -> None:
@@ -160,7 +160,7 @@ def test_openclaw_opd(stack: dict, tiny_model_path: Path, tmp_path: Path) -> Non
             # trainer's own forward of (hinted prompt + the sampled response), before any update.
             t_prompt = opd.teacher_prompt_ids(tok, s.prompt, None, s.metadata["hint"])
             assert len(t_prompt) > s.prompt_length  # the hint is in the teacher's prompt
-            assert max(abs(a - b) for a, b in zip(s.teacher_log_probs, s.rollout_log_probs)) > 1e-6
+            assert max(abs(a - b) for a, b in zip(s.teacher_log_probs, s.rollout_log_probs, strict=True)) > 1e-6
         assert rec.metrics["rollout/buffer_skipped/no_hint"] >= 1  # counted, not silently lost
         assert rec.metrics["rollout/opd_hinted"] == 2
         _check_update(trainer, stack, before, rec.samples_data[0], v0)
@@ -179,7 +179,7 @@ def test_opd_teacher_matches_trainer_forward(stack: dict, tiny_model_path: Path,
         t_prompt = opd.teacher_prompt_ids(trainer.actor.tokenizer, s.prompt, None, s.metadata["hint"])
         response = s.tokens[-s.response_length:]
         mine = trainer.actor.compute_log_probs([t_prompt + response], [len(response)])[0]  # LoRA B=0: the base
-        assert max(abs(a - b) for a, b in zip(s.teacher_log_probs, mine)) < 1e-3
+        assert max(abs(a - b) for a, b in zip(s.teacher_log_probs, mine, strict=True)) < 1e-3
     finally:
         trainer.stop()
 
@@ -211,6 +211,31 @@ def test_openclaw_combine(stack: dict, tiny_model_path: Path, tmp_path: Path) ->
         for key in ("loss/binary", "loss/opd", "loss/total"):
             assert key in rec.metrics
         _check_update(trainer, stack, before, samples[0], v0)
+    finally:
+        trainer.stop()
+        _restore(stack, tiny_model_path)
+
+
+def test_opd_topk_distillation(stack: dict, tiny_model_path: Path, tmp_path: Path) -> None:
+    """The top-k variant: teacher top-k fetched from the engine per response position, reverse KL
+    over top-k + tail bin as the loss, and the update reaches the engine."""
+    from openclaw.demo.presets import method_flags
+    from openclaw.demo.trainer import BackgroundTrainer
+
+    flags = method_flags("opd", model_path=str(tiny_model_path), engine_addr=stack["url"].split("//", 1)[1],
+                         buffer_dir=str(stack["buffer"]), batch_size=2, lr=5e-2, lora_rank=8, wait_timeout=30.0,
+                         extra=["--log-dir", str(tmp_path / "logs"), "--buffer-consumer-id", f"topk-{tmp_path.name}",
+                                "--opd-topk", "4", "--opd-topk-cache-dir", str(tmp_path / "topk"),
+                                "--custom-loss-function-path", "openclaw-opd/topk_distillation_loss.py:topk_distillation_loss"])
+    trainer = BackgroundTrainer(flags, stack["url"])
+    try:
+        before, v0 = _lora_state(trainer.model), trainer.weight_version
+        rec = trainer.step_once()
+        assert rec is not None and rec.samples == 2
+        files = sorted((tmp_path / "topk").glob("*.json"))
+        assert len(files) == 2
+        assert rec.metrics["loss/opd_topk_kl"] > 0 and rec.metrics["opd/topk_missing"] == 0
+        _check_update(trainer, stack, before, rec.samples_data[0], v0)
     finally:
         trainer.stop()
         _restore(stack, tiny_model_path)

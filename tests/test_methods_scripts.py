@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from slime.utils.arguments import parse_config
 
 REPO = Path(__file__).resolve().parents[1]

@@ -119,3 +119,30 @@ async def test_generate_rejects_unknown_task(tiny_model_path, engine_url):
     args = make_args(tiny_model_path, engine_url)
     with pytest.raises(ValueError, match="unknown task id"):
         await terminal_generate.generate(args, Sample(index=0, metadata={"task_id": "nope"}), {"max_new_tokens": 4})
+
+
+async def test_trajectory_builder_scores_trailing_observation(tiny_model_path, engine_url):
+    from openclaw.sandbox.episode import encode, load_tokenizer
+    from openclaw.sandbox.trajectory import TrajectoryBuilder
+
+    tok = load_tokenizer(str(tiny_model_path))
+    prompt = encode(tok, "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n")
+    async with SGLangClient(engine_url) as client:
+        builder = TrajectoryBuilder(client, prompt, {"max_new_tokens": 6, "temperature": 1.0}, 512)
+        turn = await builder.generate()
+        assert len(turn.token_ids) == 6
+        obs = encode(tok, "<|im_end|>\n<|im_start|>user\nan observation<|im_end|>\n")
+        builder.append_observation(obs)
+        with pytest.raises(RuntimeError, match="finalize"):
+            builder.fill_sample(Sample())
+        traj = await builder.finalize()  # scores the trailing observation with max_new_tokens 0
+        sample = builder.fill_sample(Sample())
+        sample.validate()
+        assert sample.loss_mask == [1] * 6 + [0] * len(obs)
+        scored = await client.generate({"input_ids": sample.tokens, "sampling_params": {"max_new_tokens": 0},
+                                        "return_logprob": True, "logprob_start_len": len(prompt) + 6})
+        ref = [e[0] for e in scored["meta_info"]["input_token_logprobs"]]
+        assert sample.rollout_log_probs[6:] == pytest.approx(ref, abs=1e-4)
+        assert traj.turns == 1 and sample.weight_version == 0
+    with pytest.raises(ValueError, match="does not fit"):
+        TrajectoryBuilder(client, prompt, {"max_new_tokens": 4}, len(prompt))

@@ -22,14 +22,11 @@ from openclaw.engines.sglang_client import SGLangClient
 from openclaw.sandbox import SandboxConfig, parallel_envs_from_env, sandbox_config_from_env
 from openclaw.sandbox.episode import (
     chat_prompt_ids,
-    encode,
     engine_url_for,
     load_tokenizer,
     pool_for_running_loop,
 )
-from openclaw.sandbox.trajectory import ObservationFormat, TrajectoryBuilder
-
-MIN_TURN_TOKENS = 8
+from openclaw.sandbox.trajectory import ObservationFormat, TrajectoryBuilder, Turn, run_agent_loop
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,7 +102,6 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     tools = list(cfg.tools)
     messages = [{"role": "system", "content": system_prompt(tools)}, {"role": "user", "content": task.question}]
     prompt_text, prompt_ids = chat_prompt_ids(tokenizer, messages)
-    status = Sample.Status.COMPLETED
     needs_sandbox = any(t["function"]["name"] == "python" for t in tools)
     pool = pool_for_running_loop(cfg.sandbox, cfg.parallel_envs) if needs_sandbox else None
     async with contextlib.AsyncExitStack() as stack:
@@ -114,30 +110,20 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         env = ToolCallEnv(task, session, tools, max_steps=cfg.max_steps, python_timeout_s=cfg.python_timeout_s)
         env.reset()
         builder = TrajectoryBuilder(client, prompt_ids, sampling_params, cfg.max_context_len)
-        while True:
-            turn = await builder.generate()
-            if turn is None:
-                status = Sample.Status.TRUNCATED
-                break
-            if turn.finish_type == "abort":
-                status = Sample.Status.ABORTED
-                break
-            step = await env.step(turn.text)
-            if step.done or step.observation is None:
-                break
-            closed = obs_format.closes(turn.token_ids)
-            observation = template_tool_content(step.observation, obs_format)
-            obs_ids = encode(tokenizer, obs_format.text(observation, turn_closed=closed))
-            if builder.budget - len(obs_ids) < MIN_TURN_TOKENS:
-                status = Sample.Status.TRUNCATED
-                break
-            builder.append_observation(obs_ids)
+
+        async def step(turn: Turn) -> str | None:
+            result = await env.step(turn.text)
+            if result.done or result.observation is None:
+                return None
+            return template_tool_content(result.observation, obs_format)
+
+        outcome = await run_agent_loop(builder, tokenizer, obs_format, step)
         await builder.finalize()
     builder.fill_sample(sample)
     sample.prompt = prompt_text
     sample.response = tokenizer.decode(sample.tokens[len(prompt_ids):])
     sample.reward = env.reward(cfg.tool_use_bonus)
-    sample.status = status
+    sample.status = Sample.Status(outcome)
     sample.metadata.update(
         answer_pred=env.answer, answer_true=task.answer, correct=env.correct, steps=env.steps,
         tool_calls=len(env.outcomes), tool_calls_ok=sum(o.ok for o in env.outcomes),

@@ -41,7 +41,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=8, help="trainable turns per training step")
     p.add_argument("--lr", type=float, default=None, help="default 2e-4 (3e-4 with --reward length)")
     p.add_argument("--lora-rank", type=int, default=16)
-    p.add_argument("--max-tokens", type=int, default=100, help="reply length cap (chat and evaluation)")
+    p.add_argument("--max-tokens", type=int, default=64,
+                   help="reply cap while chatting (a reply that hits it is far over 25 words anyway)")
+    p.add_argument("--eval-max-tokens", type=int, default=48,
+                   help="reply cap when evaluating: 48 tokens is > 25 words, so capped replies are rejected either way")
     p.add_argument("--concurrency", type=int, default=8, help="simulated users talking at once")
     p.add_argument("--model-path", default=None, help="default: the embedded SmolLM2-135M-Instruct")
     p.add_argument("--eval-limit", type=int, default=None,
@@ -82,6 +85,7 @@ def _backlog(buf: Any, consumer: str, pending: set[int], kinds: frozenset[str], 
 
 def run(args: argparse.Namespace) -> int:
     import torch
+    from slime.utils.plugins import load_plugin
 
     from openclaw.buffer import TrajectoryBuffer
     from openclaw.demo import evaluate as ev
@@ -97,7 +101,6 @@ def run(args: argparse.Namespace) -> int:
     from openclaw.server.app import create_app
     from openclaw.server.config import RLConfig, ServerConfig
     from openclaw.server.runner import serve_in_background
-    from slime.utils.plugins import load_plugin
 
     say = Progress()
     torch.set_num_threads(args.threads)
@@ -142,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
             with trainer.pause():
                 say(f"evaluating at {n} interactions ({len(heldout)} held-out prompts, {len(probe)} probe questions)")
                 point = ev.evaluate(url, tok, persona, heldout, probe, interactions=n,
-                                    weight_version=trainer.weight_version, max_tokens=args.max_tokens,
+                                    weight_version=trainer.weight_version, max_tokens=args.eval_max_tokens,
                                     kl_model=trainer.model)
             kl = "-" if point.kl_to_base is None else f"{point.kl_to_base:.3f}"
             say(f"  acceptance {point.acceptance:.1f}% | short {point.preference:.1f}% | on topic {point.on_topic:.1f}% "
@@ -204,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     png = report.plot(points, out / "learning.png", title)
     steps = trainer.state.steps
     summary = {
-        "method": args.method, "reward": args.reward, "interactions": done, "train_steps": len(steps),
+        "command": "python -m openclaw.demo " + " ".join(sys.argv[1:]), "method": args.method, "reward": args.reward, "interactions": done, "train_steps": len(steps),
         "trained_samples": trainer.state.trained_samples, "weight_version": trainer.weight_version,
         "live_acceptance": 100 * accepted_live / max(1, done), "lr": lr, "lora_rank": args.lora_rank,
         "minutes": (time.monotonic() - say.t0) / 60, "verdict": result.status, "reason": result.reason,

@@ -65,7 +65,7 @@ def generate_greedy(url: str, tokenizer: Any, prompts: list[str], max_tokens: in
         outs = client.generate({"input_ids": ids, "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0.0,
                                                                       "skip_special_tokens": True}})
     outs = outs if isinstance(outs, list) else [outs]
-    return [(p, list(o["output_ids"]), str(o.get("text", "")).strip()) for p, o in zip(ids, outs)]
+    return [(p, list(o["output_ids"]), str(o.get("text", "")).strip()) for p, o in zip(ids, outs, strict=True)]
 
 
 @torch.no_grad()
@@ -110,7 +110,7 @@ def evaluate(url: str, tokenizer: Any, persona: Any, heldout: list[PromptItem], 
     t0 = time.perf_counter()
     rng = random.Random(0)
     replies = generate_greedy(url, tokenizer, [h.prompt for h in heldout], max_tokens)
-    verdicts = [persona.judge(text, item, rng) for (_, _, text), item in zip(replies, heldout)]
+    verdicts = [persona.judge(text, item, rng) for (_, _, text), item in zip(replies, heldout, strict=True)]
     answers = generate_greedy(url, tokenizer, [q.question for q in probe], probe_max_tokens)
     n = max(1, len(heldout))
     kl = kl_to_base(kl_model, [(p, r) for p, r, _ in replies]) if kl_model is not None else None
@@ -119,10 +119,10 @@ def evaluate(url: str, tokenizer: Any, persona: Any, heldout: list[PromptItem], 
         acceptance=100.0 * sum(v.accepted for v in verdicts) / n,
         preference=100.0 * sum(v.meets_preference for v in verdicts) / n,
         on_topic=100.0 * sum(v.on_topic for v in verdicts) / n,
-        capability=100.0 * sum(probe_correct(t, q) for (_, _, t), q in zip(answers, probe)) / max(1, len(probe)),
+        capability=100.0 * sum(probe_correct(t, q) for (_, _, t), q in zip(answers, probe, strict=True)) / max(1, len(probe)),
         mean_words=sum(words(t) for _, _, t in replies) / n,
         kl_to_base=kl, seconds=time.perf_counter() - t0,
-        examples=[{"prompt": item.prompt, "reply": text} for (_, _, text), item in list(zip(replies, heldout))[:n_examples]],
+        examples=[{"prompt": item.prompt, "reply": text} for (_, _, text), item in list(zip(replies, heldout, strict=True))[:n_examples]],
     )
 
 

@@ -195,7 +195,7 @@ class HFEngine:
 
     def num_pending(self) -> int:
         with self._cond:
-            return len(self._inbox) + len(self._admitting) + len(self._rows)
+            return len(self._all_jobs())
 
     # ---- Engine protocol: generation ----------------------------------------------------
     def validate(self, request: GenerationRequest) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from openclaw.judge.embedder import SentenceEmbedder
-from openclaw.judge.feedback_hint import feedback_hint
 from openclaw.judge.features import build_matrix
+from openclaw.judge.feedback_hint import feedback_hint
 from openclaw.judge.head import CLASSES, DEFAULT_HEAD_PATH, LogisticHead
 from openclaw.judge.hints import DEFAULT_MIN_HINT_CHARS, aggregate_hints
 from openclaw.judge.prompts import normalize_role
@@ -43,11 +43,11 @@ class CpuJudge:
         proba = self.predict_proba(items)
         per_item = watch.elapsed() / len(items)
         results = []
-        for item, p in zip(items, proba):
+        for item, p in zip(items, proba, strict=True):
             role = normalize_role(item.next_state_role)
             rule = decisive_rule(item.next_state or "", role) if self.use_rules else None
             label = rule.label if rule else CLASSES[int(np.argmax(p))]
-            probs = {str(c): round(float(v), 4) for c, v in zip(CLASSES, p)}
+            probs = {str(c): round(float(v), 4) for c, v in zip(CLASSES, p, strict=True)}
             why = f"rule:{rule.rule}" if rule else f"head p={probs}"
             result = JudgeResult(
                 reward=float(label), votes=[label], backend=self.name,

@@ -71,7 +71,7 @@ class CustomJudge:
     def judge_batch(self, items: list[JudgeInput]) -> list[JudgeResult | JudgeFailure]:
         futures = [self._pool.submit(self._score_one, it) for it in items]
         out: list[JudgeResult | JudgeFailure] = []
-        for item, fut in zip(items, futures):
+        for item, fut in zip(items, futures, strict=True):
             watch = Stopwatch()
             try:
                 raw = fut.result(timeout=self.config.timeout_s)

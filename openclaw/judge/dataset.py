@@ -12,6 +12,20 @@ DEV_PATH = DATA_DIR / "dev.jsonl"
 TRAIN_PATH = DATA_DIR / "train.jsonl"
 
 
+def _parse_label(value: object) -> int | None:
+    """1, -1, 0 as ints, integral floats or strings ("+1" too); anything else is None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, (int, float)) and float(value).is_integer() and int(value) in (1, -1, 0):
+        return int(value)
+    return None
+
+
 def load_labeled(path: str | Path) -> tuple[list[JudgeInput], list[int]]:
     """Parse and validate; raises ValueError naming the file and line on bad input."""
     path = Path(path)
@@ -31,16 +45,15 @@ def load_labeled(path: str | Path) -> tuple[list[JudgeInput], list[int]]:
             for key in ("response", "next_state", "label"):
                 if key not in rec:
                     raise ValueError(f"{path}:{lineno}: missing field {key!r}")
-            label = rec["label"]
-            if isinstance(label, bool) or not isinstance(label, (int, float)) or int(label) != label \
-                    or int(label) not in (1, -1, 0):
-                raise ValueError(f"{path}:{lineno}: label must be 1, -1 or 0, got {label!r}")
+            label = _parse_label(rec["label"])
+            if label is None:
+                raise ValueError(f"{path}:{lineno}: label must be 1, -1 or 0, got {rec['label']!r}")
             items.append(JudgeInput(
                 response=str(rec["response"] or ""), next_state=str(rec["next_state"] or ""),
                 next_state_role=str(rec.get("next_state_role") or "user"), prompt=rec.get("prompt"),
                 turn_id=rec.get("id", lineno),
             ))
-            labels.append(int(label))
+            labels.append(label)
     if not items:
         raise ValueError(f"{path}: no records")
     return items, labels

@@ -53,7 +53,7 @@ class LLMJudge:
             futures.append(([self._pool.submit(self._call, prm, k) for k in range(m)],
                             [self._pool.submit(self._call, hint, 1000 + k) for k in range(hm)]))
         results = []
-        for item, (prm_f, hint_f) in zip(items, futures):
+        for prm_f, hint_f in futures:
             prm_out = [f.result() for f in prm_f]
             hint_out = [f.result() for f in hint_f]
             errors = [e for _, e in prm_out + hint_out if e]
@@ -63,7 +63,7 @@ class LLMJudge:
                 continue
             votes = [parse_verdict(t) if t is not None else None for t, _ in prm_out]
             vr = majority_vote(votes, self.config.threshold)
-            rationale = next((t for (t, _), v in zip(prm_out, votes) if v is not None and v == vr.label), None)
+            rationale = next((t for (t, _), v in zip(prm_out, votes, strict=True) if v is not None and v == vr.label), None)
             if rationale is None:
                 rationale = next((t for t, _ in prm_out if t), None)
             result = JudgeResult(reward=vr.reward, votes=votes, backend=self.name, rationale=rationale,

@@ -33,7 +33,7 @@ def evaluate_predictions(gold: list[int], pred: list[int]) -> EvalReport:
         if v not in LABELS:
             raise ValueError(f"label {v!r} is not one of {LABELS}")
     conf = {g: {p: 0 for p in LABELS} for g in LABELS}
-    for g, p in zip(gold, pred):
+    for g, p in zip(gold, pred, strict=True):
         conf[g][p] += 1
     n = len(gold)
     correct = sum(conf[lab][lab] for lab in LABELS)

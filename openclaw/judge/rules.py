@@ -33,7 +33,7 @@ _POSITIVE = [
 _NEGATIVE = [
     r"\bwrong\b", r"\bincorrect\b", r"\bnot (right|correct|helpful|working|what i)\b", r"\bdoesn'?t work\b",
     r"\bdoes not work\b", r"\bdidn'?t work\b", r"\bnot work", r"\bbroken\b", r"\bbroke\b", r"\bcrash",
-    r"\bfails?\b", r"\bfailed\b", r"\berror\b", r"\bexception\b", r"\btraceback\b", r"\bmakes no sense\b",
+    r"\bfails?\b", r"(?<!\b0 )\bfailed\b", r"\berror\b", r"\bexception\b", r"\btraceback\b", r"\bmakes no sense\b",
     r"\bmisunderst", r"\bignored?\b", r"\bnope\b", r"\buseless\b", r"\bworse\b", r"\bhallucinat",
     r"\bstill (the same|broken|crash|fail|not)", r"\bnot what\b", r"\bthat'?s not\b", r"\bisn'?t\b",
     r"\bugh\b", r"\bstop\b", r"\bdoesn'?t compile\b", r"\bnot a word\b", r"\bthere'?s no\b",
@@ -62,7 +62,7 @@ _CORRECTION = [
     r"\bintendevo\b", r"\beu quis dizer\b", r"我是说", r"我的意思是", r"^\s*不[，,是]", r"いいえ",
 ]
 _TOOL_ERROR = [
-    r"traceback \(most recent call last\)", r"\b\w*(error|exception)\b", r"\bfailed\b", r"\bfailure\b",
+    r"traceback \(most recent call last\)", r"\b\w*(error|exception)\b", r"(?<!\b0 )\bfailed\b", r"\bfailure\b",
     r"\bfatal\b", r"\bpanic(ked)?\b", r"\bsegmentation fault\b", r"\bcore dumped\b", r"\bkilled\b",
     r"\bcommand not found\b", r"\bno such file or directory\b", r"\bpermission denied\b",
     r"\bconnection refused\b", r"\btimed? ?out\b", r"\bnot found\b", r"\bcannot\b", r"\bcould not\b",
@@ -84,7 +84,9 @@ _SILENCE_MARKERS = re.compile(
 )
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 _QUESTION_START = re.compile(
-    r"^\s*(what|how|who|where|when|why|which|can|could|would|is|are|do|does|give|tell|write|make|"
+    r"^\s*(please\s+)?(what|how|who|where|when|why|which|can|could|would|is|are|do|does|give|tell|write|make|"
+    r"book|set|summari[sz]e|convert|add|create|translate|find|show|explain|list|calculate|schedule|draft|"
+    r"generate|build|fix|rename|remind|send|compose|plan|help|get|check|install|delete|remove|update|"
     r"quel|quelle|où|wie|was|wo|qué|cuál|dónde|qual|chi|come)\b",
     re.IGNORECASE,
 )
@@ -117,6 +119,30 @@ def is_silence(text: str | None) -> bool:
 
 def has_cjk(text: str) -> bool:
     return _CJK.search(text) is not None
+
+
+_WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
+_STOP = frozenset(
+    "the and for you your with that this have are was what how can could would please here there from "
+    "into about just also then them they its it's not but all any some want need like make give write".split()
+)
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased words of 3+ letters minus a few function words (CJK runs count as words)."""
+    return {w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if w not in _STOP}
+
+
+def word_overlap(a: str, b: str) -> float:
+    """Share of b's content words that also occur in a: a restated request reuses the reply's
+    topic words, an unrelated follow-up does not."""
+    wb = content_words(b)
+    if not wb:
+        return 0.0
+    wa = content_words(a)
+    # Prefix match (4 letters) so "summary"/"summarize" and "alias"/"aliases" count.
+    pa = {w[:4] for w in wa}
+    return sum(1 for w in wb if w in wa or w[:4] in pa) / len(wb)
 
 
 def looks_like_question(text: str) -> bool:

@@ -29,7 +29,7 @@ def featurize(embedder: SentenceEmbedder, items: list[JudgeInput]) -> np.ndarray
 def predict(head: LogisticHead, x: np.ndarray, items: list[JudgeInput], use_rules: bool) -> list[int]:
     proba = head.predict_proba(x)
     out = []
-    for item, p in zip(items, proba):
+    for item, p in zip(items, proba, strict=True):
         rule = decisive_rule(item.next_state, normalize_role(item.next_state_role)) if use_rules else None
         out.append(rule.label if rule else CLASSES[int(np.argmax(p))])
     return out

@@ -65,5 +65,6 @@ def judgement_payload(result: JudgeResult, worker_id: str) -> dict[str, Any]:
     d["score"] = result.reward  # the key trainers read (TrajectoryBuffer contract)
     d["worker_id"] = worker_id
     d["judged_at"] = time.time()
-    json.dumps(d)  # fail here, with the worker's error handling, rather than inside the buffer
-    return d
+    # Plugins may return values JSON cannot store (numpy floats, objects): stringify them here
+    # rather than fail inside the buffer's transaction.
+    return json.loads(json.dumps(d, default=str))

@@ -54,8 +54,8 @@ def judge_once(buf: Any, judge: Judge, config: JudgeConfig, worker_id: str, stat
         return 0
     t0 = time.perf_counter()
     inputs = [to_input(r) for r in recs]
-    todo = [(r, i) for r, i in zip(recs, inputs) if i is not None]
-    outcomes: dict[int, JudgeResult | JudgeFailure] = {r.turn_id: no_next_state_result() for r, i in zip(recs, inputs) if i is None}
+    todo = [(r, i) for r, i in zip(recs, inputs, strict=True) if i is not None]
+    outcomes: dict[int, JudgeResult | JudgeFailure] = {r.turn_id: no_next_state_result() for r, i in zip(recs, inputs, strict=True) if i is None}
     if todo:
         try:
             results = judge.judge_batch([i for _, i in todo])
@@ -64,7 +64,7 @@ def judge_once(buf: Any, judge: Judge, config: JudgeConfig, worker_id: str, stat
         except Exception as e:  # noqa: BLE001 - a backend bug must not kill the worker
             log.exception("judge backend %s failed on a batch", judge.name)
             results = [JudgeFailure(f"{type(e).__name__}: {e}"[:1000])] * len(todo)
-        outcomes.update({r.turn_id: res for (r, _), res in zip(todo, results)})
+        outcomes.update({r.turn_id: res for (r, _), res in zip(todo, results, strict=True)})
     judged = failed = lost = 0
     for rec in recs:
         out = outcomes[rec.turn_id]

@@ -11,6 +11,7 @@ the loss either way. Token ids are kept exactly as sampled, never re-tokenized.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -193,3 +194,35 @@ class TrajectoryBuilder:
         sample.weight_version = min(t.weight_versions) if t.weight_versions else None
         sample.metadata = dict(sample.metadata or {}, weight_versions=list(t.weight_versions), turns=t.turns)
         return sample
+
+
+# Don't append an observation that would leave the model no room to answer it.
+MIN_TURN_TOKENS = 8
+
+
+async def run_agent_loop(
+    builder: TrajectoryBuilder,
+    tokenizer: Any,
+    obs_format: ObservationFormat,
+    step: Callable[[Turn], Awaitable[str | None]],
+) -> str:
+    """The multi-turn loop shared by the Track 2 environments.
+
+    `step(turn)` acts on a model turn and returns the observation to append, or None when the
+    episode is over. Returns "completed", "truncated" (context budget spent) or "aborted"
+    (the engine aborted a request). The caller then runs `builder.finalize()`.
+    """
+    while True:
+        turn = await builder.generate()
+        if turn is None:
+            return "truncated"
+        if turn.finish_type == "abort":
+            return "aborted"
+        observation = await step(turn)
+        if observation is None:
+            return "completed"
+        text = obs_format.text(observation, turn_closed=obs_format.closes(turn.token_ids))
+        obs_ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        if builder.budget - len(obs_ids) < MIN_TURN_TOKENS:
+            return "truncated"
+        builder.append_observation(obs_ids)

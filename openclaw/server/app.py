@@ -18,7 +18,6 @@ from openclaw.server.errors import OpenAIError, install_error_handlers
 from openclaw.server.hooks import TurnObserver
 from openclaw.server.middleware import APIKeyMiddleware, BodyLimitMiddleware
 from openclaw.server.observer_loader import build_observer
-from openclaw.server.prompting import template_supports_tools
 from openclaw.server.state import ServerState
 
 log = logging.getLogger("openclaw.server")
@@ -48,7 +47,7 @@ def create_app(config: ServerConfig, engine: Engine | None = None, observer: Tur
     if observer is None:
         observer = build_observer(config, engine)
     state = ServerState(config=config, engine=engine, served_model_name=_served_name(config, engine),
-                        observer=observer, tools_in_template=template_supports_tools(engine.tokenizer))
+                        observer=observer)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

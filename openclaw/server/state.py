@@ -17,7 +17,6 @@ class ServerState:
     engine: Engine
     served_model_name: str
     observer: TurnObserver | None = None
-    tools_in_template: bool = False
     started_at: float = field(default_factory=time.time)
 
     @property

@@ -75,7 +75,6 @@ def test_rollout_gpus_env_too_short():
         plan_sglang_rollout(_args("--rollout-num-gpus", "4"), "/m", env={"ROLLOUT_GPUS": "4,5"})
 
 
-@pytest.mark.slow  # engine start-up; the default suite's client-vs-engine path is test_megatron_weight_sync
 def test_planned_engine_launch_against_embedded_engine(tiny_model_path, tiny_model_path_alt):
     """The plan's launch path (SGLangEngine.launch with the engine's CUDA_VISIBLE_DEVICES),
     with the embedded engine's SGLang-compatible server standing in for sglang.launch_server;

@@ -152,6 +152,8 @@ class RolloutManager:
         if debug_load:
             samples = load_rollout_data(debug_load, rollout_id)
             return samples, {"rollout/time": time.perf_counter() - t0}
+        if getattr(self.args, "debug_train_only", False):
+            raise ValueError("--debug-train-only trains on saved rollouts: pass --load-debug-rollout-data")
         if self.data_source is None and self.args.rollout_function_path.startswith("slime.rollout.sglang_rollout"):
             raise ValueError("the default rollout function needs --prompt-data (or --data-source-path)")
         fn = load_rollout_fn(self.args.rollout_function_path, self.args)

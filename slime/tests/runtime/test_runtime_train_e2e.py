@@ -106,10 +106,10 @@ def test_lora_learns(tmp_path, tiny_model_path):
 
 
 @pytest.mark.slow
-def test_world_size_two_over_gloo(tmp_path, tiny_model_path):
+def test_world_size_two_over_gloo_colocated(tmp_path, tiny_model_path):
     prompts, rm = write_task(tmp_path)
     flags = base_flags(tiny_model_path, prompts, rm, tmp_path) + [
-        "--num-rollout", "2", "--actor-num-gpus-per-node", "2", "--save", str(tmp_path / "ckpt")]
+        "--num-rollout", "2", "--actor-num-gpus-per-node", "2", "--colocate", "--save", str(tmp_path / "ckpt")]
     res = run_script("train.py", flags)
     assert res.returncode == 0, res.stderr[-4000:]
     rows = metrics(tmp_path / "logs")

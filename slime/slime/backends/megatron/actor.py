@@ -334,8 +334,9 @@ class MegatronTrainActor:
         self._move_optimizer_state(self.device)
 
     def _move_optimizer_state(self, device) -> None:
-        if hasattr(self.optimizer, "inner"):
-            return  # CPU-offloaded optimizer state already lives in host memory
+        if hasattr(self.optimizer, "to"):  # fp32 masters (bf16 / --optimizer-cpu-offload)
+            self.optimizer.to(device)
+            return
         for state in self.optimizer.state.values():
             for k, v in state.items():
                 if torch.is_tensor(v):

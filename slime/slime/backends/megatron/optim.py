@@ -95,6 +95,7 @@ class MasterWeightAdamW:
     def __init__(self, params: list[torch.nn.Parameter], master_device: torch.device | str | None = None,
                  **adam_kwargs) -> None:
         self.params = list(params)
+        self.offloaded = master_device is not None and torch.device(master_device).type == "cpu"
         self.master = [p.detach().to(master_device or p.device, dtype=torch.float32, copy=True).requires_grad_(True)
                        for p in self.params]
         self.inner = torch.optim.AdamW(self.master, **adam_kwargs)
@@ -119,6 +120,18 @@ class MasterWeightAdamW:
         self.inner.step()
         for p, m in zip(self.params, self.master, strict=True):
             p.copy_(m.to(p.device, dtype=p.dtype))
+
+    @torch.no_grad()
+    def to(self, device: torch.device | str) -> None:
+        """Move masters and Adam moments (colocated offload/onload; no-op when offloaded to CPU)."""
+        if self.offloaded:
+            return
+        for m in self.master:
+            m.data = m.data.to(device)
+        for state in self.inner.state.values():
+            for k, v in state.items():
+                if torch.is_tensor(v) and k != "step":
+                    state[k] = v.to(device)
 
     def state_dict(self) -> dict:
         # the fp32 masters are part of the state: bf16 params alone lose the low bits
