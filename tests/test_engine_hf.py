@@ -179,6 +179,9 @@ async def test_prompt_logprobs_scoring_path(engine):
     tail = await engine.generate(GenerationRequest(prompt, SamplingParams(max_new_tokens=0), return_logprob=True,
                                                    logprob_start_len=4))
     assert list(tail.input_logprobs) == pytest.approx(ref[3:], abs=1e-5)
+    last = await engine.generate(GenerationRequest(prompt, SamplingParams(max_new_tokens=2, temperature=0),
+                                                   return_logprob=True, logprob_start_len=len(prompt) - 1))
+    assert list(last.input_logprobs) == pytest.approx(ref[-1:], abs=1e-5) and len(last.output_ids) >= 1
 
 
 async def test_invalid_requests_raise_clear_errors(engine):

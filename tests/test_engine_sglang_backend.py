@@ -188,3 +188,14 @@ def test_launch_failure_reports_log(tiny_model_path):
     cmd = [sys.executable, "-c", "import sys; print('boom: bad flag'); sys.exit(3)"]
     with pytest.raises(BackendUnavailable, match="(?s)exited with code 3.*boom: bad flag"):
         SGLangEngine.launch(cfg, startup_timeout=60, launch_command=cmd)
+
+
+def test_attach_to_nothing_fails_clearly():
+    from openclaw.engines.sglang_client import SGLangClientError
+    from openclaw.engines.vllm_backend import VLLMEngine
+
+    dead = f"http://127.0.0.1:{_free_port()}"
+    with pytest.raises(SGLangClientError, match="no SGLang server answers"):
+        SGLangEngine.attach(dead, health_timeout=0.3)
+    with pytest.raises(RuntimeError, match="vllm serve"):
+        VLLMEngine.attach(dead)

@@ -32,7 +32,7 @@ import openclaw_opd_rollout as opd  # noqa: E402
 
 POSITIVE = "Thanks, perfect."
 NEGATIVE = "No, that's too long. I asked for a short answer: one or two sentences."  # -1 and a hint
-HINT_ONLY = "Too long. I wanted a brief answer, under 25 words."  # 0 and a hint
+HINT_ONLY = "Too long. I wanted a brief answer, under 25 words."  # a hint (score -1 or 0: the judge's call)
 FEEDBACK = [POSITIVE, NEGATIVE, HINT_ONLY] * 2
 
 
@@ -117,9 +117,11 @@ def _restore(stack: dict, model: Path) -> None:
     push_to_engines([stack["url"]], str(model), 0)
 
 
-def test_judge_produced_every_signal_kind(stack: dict) -> None:
+def test_judge_produced_signal_kinds(stack: dict) -> None:
     kinds = {base.turn_signal(r).kind for r in stack["judged"].values()}
-    assert {"hint+score", "hint", "score"} <= kinds, kinds
+    # Thanks -> score only; a correction -> score and hint. (Hint-only turns depend on the judge's
+    # head; their rule is covered with synthetic judgements in test_methods_buffer_source.py.)
+    assert {"hint+score", "score"} <= kinds, kinds
 
 
 def test_openclaw_rl(stack: dict, tiny_model_path: Path, tmp_path: Path) -> None:
@@ -163,6 +165,7 @@ def test_openclaw_opd(stack: dict, tiny_model_path: Path, tmp_path: Path) -> Non
             assert max(abs(a - b) for a, b in zip(s.teacher_log_probs, s.rollout_log_probs, strict=True)) > 1e-6
         assert rec.metrics["rollout/buffer_skipped/no_hint"] >= 1  # counted, not silently lost
         assert rec.metrics["rollout/opd_hinted"] == 2
+        assert rec.metrics["loss/total"] != 0
         _check_update(trainer, stack, before, rec.samples_data[0], v0)
     finally:
         trainer.stop()
@@ -192,7 +195,7 @@ def test_openclaw_combine(stack: dict, tiny_model_path: Path, tmp_path: Path) ->
         assert rec is not None and rec.samples == 4
         samples = rec.samples_data
         kinds = [s.metadata["kind"] for s in samples]
-        assert set(kinds) == {"hint+score", "hint", "score"}
+        assert {"hint+score", "score"} <= set(kinds) <= {"hint+score", "hint", "score"}
         width = max(s.response_length for s in samples)
         pad = lambda rows: torch.tensor([r + [0.0] * (width - len(r)) for r in rows])  # noqa: E731
         mask = pad([[1.0] * s.response_length for s in samples])

@@ -118,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
     print("=" * 78, flush=True)
 
     say("loading the serving engine and starting the server (OpenAI API + RL intercept)")
-    engine = HFEngine.load(model_path, dtype="float32", device="cpu", max_batch_size=max(16, args.concurrency))
+    # Room for a whole evaluation set in one decode batch (45 held-out prompts).
+    engine = HFEngine.load(model_path, dtype="float32", device="cpu", max_batch_size=max(48, args.concurrency))
     app = create_app(ServerConfig(rl=RLConfig(enabled=True, buffer_dir=buffer_dir, session_idle_timeout=900.0)),
                      engine=engine)
     server = serve_in_background(app)
@@ -146,7 +147,9 @@ def run(args: argparse.Namespace) -> int:
                 say(f"evaluating at {n} interactions ({len(heldout)} held-out prompts, {len(probe)} probe questions)")
                 point = ev.evaluate(url, tok, persona, heldout, probe, interactions=n,
                                     weight_version=trainer.weight_version, max_tokens=args.eval_max_tokens,
-                                    kl_model=trainer.model)
+                                    kl_model=trainer.model if trainer.weight_version > 0 else None)
+                if trainer.weight_version == 0:
+                    point.kl_to_base = 0.0  # the untrained policy is the base model
             kl = "-" if point.kl_to_base is None else f"{point.kl_to_base:.3f}"
             say(f"  acceptance {point.acceptance:.1f}% | short {point.preference:.1f}% | on topic {point.on_topic:.1f}% "
                 f"| capability {point.capability:.1f}% | {point.mean_words:.0f} words | KL {kl} ({point.seconds:.0f}s)")

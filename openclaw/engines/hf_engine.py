@@ -506,16 +506,15 @@ class HFEngine:
             mask[i, width - lens[i]:] = 1
         pos = (mask.cumsum(-1) - 1).clamp_(min=0)
         cache = self._new_cache()
-        logits = self._forward(ids, mask, pos, cache, logits_to_keep=0 if full_logits else 1).float()
+        keep = 1
+        if full_logits:  # one job: logits only from the position predicting prompt[start] on
+            keep = width - max(jobs[0].req.logprob_start_len - 1, 0)
+        logits = self._forward(ids, mask, pos, cache, logits_to_keep=keep)
         if full_logits:
-            job = jobs[0]
-            start = job.req.logprob_start_len
-            logp = torch.log_softmax(logits[0, :-1], dim=-1)
-            targets = ids[0, 1:].unsqueeze(-1)
-            prompt_lp = logp.gather(-1, targets).squeeze(-1).tolist()
-            full = [None, *prompt_lp]
-            job.input_logprobs = tuple(full[start:])
-        last = logits[:, -1, :]
+            start = jobs[0].req.logprob_start_len
+            jobs[0].input_logprobs = ((None,) if start == 0 else ()) + tuple(
+                _token_logprobs(logits[0, :-1], ids[0, width - keep + 1:]))
+        last = logits[:, -1, :].float()
         # Requests that want no tokens (scoring) finish right after the prompt forward.
         wants = [j.max_new > 0 for j in jobs]
         events: list[tuple[_Job, object]] = []
@@ -660,6 +659,16 @@ class HFEngine:
                 layer.keys = layer.keys[:, :, first:]
                 layer.values = layer.values[:, :, first:]
         self._padded = not bool(self._mask.all())
+
+
+def _token_logprobs(logits: torch.Tensor, targets: torch.Tensor, chunk: int = 256) -> list[float]:
+    """log_softmax(logits[i])[targets[i]] in fp32, a chunk of positions at a time (a full
+    [L, vocab] fp32 log-softmax of a long prompt would double the memory of the logits)."""
+    out: list[float] = []
+    for i in range(0, logits.shape[0], chunk):
+        logp = torch.log_softmax(logits[i:i + chunk].float(), dim=-1)
+        out.extend(logp.gather(-1, targets[i:i + chunk].unsqueeze(-1)).squeeze(-1).tolist())
+    return out
 
 
 def _pad_left(t: torch.Tensor, width: int, dim: int = 2) -> torch.Tensor:

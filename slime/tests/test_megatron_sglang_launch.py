@@ -122,3 +122,17 @@ def test_planned_engine_launch_against_embedded_engine(tiny_model_path, tiny_mod
     assert len(before.output_ids) == 4 and len(before.output_logprobs) == 4
     assert after.weight_version == 1 and after.output_logprobs != before.output_logprobs
     assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_ray_assigned_gpus_ports_colocate_and_version():
+    args = _args("--actor-num-gpus-per-node", "2", "--colocate", "--rollout-num-gpus-per-engine", "1")
+    plan = plan_sglang_rollout(args, "/m", gpu_ids=[5, 7], ports=[40001, 40007], weight_version=3, env={})
+    assert [e.env["CUDA_VISIBLE_DEVICES"] for e in plan.engines] == ["5", "7"]
+    assert [e.config.port for e in plan.engines] == [40001, 40007]
+    for e in plan.engines:
+        assert _value(e.command, "--mem-fraction-static") == "0.4"  # colocated default, overridable
+        assert _value(e.command, "--weight-version") == "3"  # a resumed run keeps counting
+    explicit = _args("--colocate", "--sglang-mem-fraction-static", "0.6")
+    assert _value(plan_sglang_rollout(explicit, "/m", env={}).engines[0].command, "--mem-fraction-static") == "0.6"
+    with pytest.raises(ValueError, match="ports"):
+        plan_sglang_rollout(args, "/m", gpu_ids=[5, 7], ports=[40001], env={})

@@ -85,6 +85,8 @@ class Run:
     logger: Any = None
     sync_root: Path | None = None
     data_states: dict[int, dict[str, Any]] = field(default_factory=dict)
+    _engines_on: bool = True
+    _trainer_on: bool = True
     trained_indices: list[int] = field(default_factory=list)
 
     # ------------------------------------------------------------------ steps
@@ -92,24 +94,35 @@ class Run:
         """Remote call: returns an ObjectRef of (samples, metrics, data_source_state)."""
         return self.rollout.generate_with_state.remote(rollout_id)
 
+    # Colocated mode: the engines and the trainer take turns on the same devices. Rollout and
+    # weight loading need the engines resident; training needs them released (SGLang) and the
+    # trainer's weights/optimizer back on the GPU. The flags make each switch idempotent.
+    def _engines_resident(self, on: bool) -> None:
+        if self.cfg.cluster.offload_rollout and self.rollout is not None and self._engines_on != on:
+            ray.get((self.rollout.onload if on else self.rollout.offload).remote())
+            self._engines_on = on
+
+    def _trainer_resident(self, on: bool) -> None:
+        if self.cfg.cluster.offload_train and self.train is not None and self._trainer_on != on:
+            (self.train.onload if on else self.train.offload)()
+            self._trainer_on = on
+
+    def before_rollout(self) -> None:
+        self._trainer_resident(False)
+        self._engines_resident(True)
+
     def train_on(self, rollout_id: int, samples: list[Sample], sample_weights: list[float] | None = None) -> dict[str, float]:
-        if self.cfg.cluster.offload_rollout and self.rollout is not None:
-            ray.get(self.rollout.offload.remote())
-        if self.cfg.cluster.offload_train:
-            self.train.onload()
+        self._engines_resident(False)
+        self._trainer_resident(True)
         metrics = self.train.train(rollout_id, samples, sample_weights)
         self.trained_indices.extend(int(s.index) for s in samples if s.index is not None)
         return metrics
 
-    def before_rollout(self) -> None:
-        if self.cfg.cluster.offload_train and self.train is not None:
-            self.train.offload()
-        if self.cfg.cluster.offload_rollout and self.rollout is not None:
-            ray.get(self.rollout.onload.remote())
-
     def sync_weights(self) -> float:
         """Write weights (or the adapter) and load them into every engine; returns seconds."""
         t0 = time.perf_counter()
+        self._trainer_resident(True)
+        self._engines_resident(True)
         folder = self.weights.next_folder()
         self.train.save_hf(folder)
         ray.get(self.rollout.update_weights.remote(str(folder), self.weights.version + 1))
@@ -199,7 +212,11 @@ def setup(cfg: Any) -> Run:
     model_path = str(ckpt) if ckpt else cfg.rollout.hf_checkpoint
     start = meta.rollout_id + 1 if meta else int(cfg.data.start_rollout_id or 0)
     init_ray(cfg)
-    sync_root = Path(tempfile.mkdtemp(prefix="slime-weights-"))
+    # weight-sync folders: a private temp dir (on the engines' node), $SLIME_WEIGHT_SYNC_DIR if set
+    sync_parent = os.environ.get("SLIME_WEIGHT_SYNC_DIR")
+    if sync_parent:
+        Path(sync_parent).mkdir(parents=True, exist_ok=True)
+    sync_root = Path(tempfile.mkdtemp(prefix="slime-weights-", dir=sync_parent))
     run = Run(cfg=cfg, args=args, model_path=model_path, start_rollout_id=start, num_rollout=0,
               weights=WeightVersions(root=sync_root, version=meta.weight_version if meta else 0,
                                      interval=cfg.rollout.update_weights_interval),

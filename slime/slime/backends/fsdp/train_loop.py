@@ -9,6 +9,7 @@ rank r takes every world_size-th sample of that slice.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -19,6 +20,8 @@ import torch.distributed as dist
 
 from slime.backends.fsdp.actor import FSDPTrainActor
 from slime.utils.types import Sample
+
+log = logging.getLogger(__name__)
 
 
 def _pad(rows: list[list[float]], width: int) -> torch.Tensor:
@@ -90,7 +93,9 @@ def train_rollout(actor: FSDPTrainActor, args: Any, samples: list[Sample], loss_
         s.validate()
     group_size = int(getattr(args, "n_samples_per_prompt", 1) or 1)
     if n % group_size:
-        group_size = 1  # groups were broken up (e.g. staleness drops): no group baseline possible
+        # a custom rollout returned broken groups: no group baseline is possible
+        log.warning("%d samples are not groups of %d: advantages use groups of 1", n, group_size)
+        group_size = 1
     num_steps = int(getattr(args, "num_steps_per_rollout", 1) or 1)
     slices = step_slices(n, num_steps)
     my_indices = sorted(i for sl in slices for i in sl[actor.rank :: actor.world_size])

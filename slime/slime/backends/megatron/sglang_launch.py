@@ -126,16 +126,29 @@ def _launch_fields(args: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
 
 
 def plan_sglang_rollout(args: Any, model_path: str, *, host: str = "127.0.0.1", base_port: int = 30000,
-                        router_port: int | None = None, env: Mapping[str, str] | None = None) -> RolloutPlan:
-    """Launch commands (and GPU lists) for all SGLang engines of a run, plus the router."""
+                        ports: list[int] | None = None, router_port: int | None = None,
+                        gpu_ids: list[int | str] | None = None, weight_version: int = 0,
+                        env: Mapping[str, str] | None = None) -> RolloutPlan:
+    """Launch commands (and GPU lists) for all SGLang engines of a run, plus the router.
+
+    gpu_ids: the rollout GPUs when the caller knows them (e.g. `ray.get_gpu_ids()` of the
+    rollout actor); default: `ROLLOUT_GPUS` or the GPUs after the training ones.
+    ports: one port per engine (default base_port, base_port + 1, ...).
+    """
     per = int(_get(args, "rollout_num_gpus_per_engine", 1))
-    gpus = rollout_gpu_ids(args, env)
-    n_engines = len(gpus) // per
+    gpus = [str(g) for g in gpu_ids] if gpu_ids else [str(g) for g in rollout_gpu_ids(args, env)]
+    n_engines = max(1, len(gpus) // per)
+    if ports is not None and len(ports) < n_engines:
+        raise ValueError(f"{n_engines} engines need {n_engines} ports, got {len(ports)}")
     fields, extra = _launch_fields(args)
+    if _get(args, "colocate", False):
+        # engines share the devices with the (offloaded) trainer: leave it room by default
+        fields.setdefault("mem_fraction_static", 0.4)
     engines = []
     for i in range(n_engines):
-        cfg = SGLangLaunchConfig(model_path=str(model_path), host=host, port=base_port + i, tp_size=per,
-                                 extra_args=extra, **fields)
+        cfg = SGLangLaunchConfig(model_path=str(model_path), host=host,
+                                 port=ports[i] if ports is not None else base_port + i, tp_size=per,
+                                 weight_version=str(weight_version), extra_args=extra, **fields)
         mine = gpus[i * per : (i + 1) * per]
         engines.append(EngineLaunch(cfg, build_sglang_launch_command(cfg),
                                     {"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in mine)}))

@@ -1,4 +1,4 @@
-"""openclaw-opd's top-k distillation loss: reverse KL over the teacher's top-k plus a tail bin."""
+"""Unit checks of the method plugins: top-k distillation loss (reverse KL over top-k + tail bin) and combine advantages."""
 
 from __future__ import annotations
 
@@ -43,3 +43,19 @@ def test_gradient_moves_student_towards_teacher() -> None:
 def test_tail_bin_is_the_remaining_mass() -> None:
     lp = torch.log(torch.tensor([[0.5, 0.2, 0.1]]))
     assert torch.allclose(topk.tail_log_prob(lp).exp(), torch.tensor([0.2]), atol=1e-6)
+
+
+def test_combine_mixing_rules_on_advantages() -> None:
+    """w_opd·(teacher − old) + w_rl·reward: score-only rows get no OPD term (teacher = behaviour),
+    hint-only rows (reward 0) only the OPD term, padding stays 0."""
+    sys.path.append(str(Path(__file__).resolve().parents[1] / "openclaw-combine"))
+    import combine_loss
+
+    old = torch.tensor([[-1.0, -2.0, -0.5], [-1.0, -2.0, 0.0], [-0.3, -0.2, -0.1]])
+    teacher = torch.tensor([[-1.0, -2.0, -0.5], [-0.5, -3.0, 0.0], [-0.1, -0.4, -0.1]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    rewards = torch.tensor([1.0, 0.0, -1.0])  # score only, hint only, hint and score
+    total, opd, rl = combine_loss.combine_advantages(rewards, teacher, old, mask, w_opd=2.0, w_rl=0.5)
+    assert torch.all(opd[0] == 0) and torch.allclose(total[0], torch.full((3,), 0.5))
+    assert torch.all(rl[1] == 0) and torch.allclose(total[1], torch.tensor([1.0, -2.0, 0.0]))
+    assert torch.allclose(total[2], torch.tensor([0.4 - 0.5, -0.4 - 0.5, 0.0 - 0.5]))
