@@ -1,6 +1,11 @@
 """openclaw-combine's loss: binary RL + OPD under one PPO clip.
 
-    A_t  = w_opd * (teacher_logp_t - old_logp_t) + w_rl * reward
+    A_t  = w_opd * (teacher_logp_t - old_logp_t) + w_rl * A_rl
+
+A_rl is slime's scalar advantage of the judge score on every token (batch["advantages"], from
+`--advantage-estimator grpo`): the score itself with `--disable-rewards-normalization` and
+groups of one (baseline 0), or the score minus the group's mean when live turns are grouped
+(`--n-samples-per-prompt G`, see openclaw-rl); without it, the raw reward.
     loss = PPO clipped surrogate of ratio_t = pi(y_t) / pi_old(y_t) with advantage A_t
 
 `old` is the behaviour policy: the engine log-probs recorded with the turn (the batch's
@@ -26,10 +31,12 @@ from slime.algorithms.policy_loss import ppo_clipped_loss
 
 def combine_advantages(rewards: torch.Tensor, teacher: torch.Tensor | None, old: torch.Tensor, mask: torch.Tensor,
                        w_opd: float, w_rl: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(total, opd part, rl part), each [B, T] and zero outside the mask."""
+    """(total, opd part, rl part), each [B, T] and zero outside the mask. `rewards` is [B] (a
+    scalar per sample) or [B, T] (per-token scalar advantages)."""
     m = mask.float()
     opd = (teacher.float() - old.float()) * m if teacher is not None else torch.zeros_like(m)
-    rl = rewards.float().reshape(-1, 1) * m
+    r = rewards.float()
+    rl = (r.reshape(-1, 1) if r.dim() == 1 else r) * m
     return w_opd * opd + w_rl * rl, w_opd * opd, w_rl * rl
 
 
@@ -43,7 +50,10 @@ def combine_loss(batch: dict[str, Any], *, config: Any, reducer: Any, logits: to
     w_opd = float(getattr(config, "openclaw_combine_w_opd", 1.0))
     w_rl = float(getattr(config, "openclaw_combine_w_rl", 1.0))
     teacher = batch.get("teacher_log_probs")
-    adv, opd, rl = combine_advantages(batch["rewards"], teacher, old, mask, w_opd, w_rl)
+    scalar = batch.get("advantages")
+    if scalar is None or getattr(config, "use_opd", False):  # the framework's advantages hold no pure RL part
+        scalar = batch["rewards"]
+    adv, opd, rl = combine_advantages(scalar, teacher, old, mask, w_opd, w_rl)
     eps, eps_high, eps_c = float(config.eps_clip), getattr(config, "eps_clip_high", None), getattr(config, "eps_clip_c", None)
     ppo_kl = old - log_probs.float()
     pg, clipfrac = ppo_clipped_loss(ppo_kl, adv, eps, eps_high, eps_c)

@@ -10,7 +10,7 @@ METHOD_NAME=openclaw-combine
 METHOD_ARGS=${METHOD_ARGS:-"--extra-args-provider-path openclaw-combine/openclaw_combine_args.py \
  --rollout-function-path openclaw-combine/openclaw_combine_rollout.py:generate_rollout \
  --custom-loss-function-path openclaw-combine/combine_loss.py:combine_loss \
- --advantage-estimator grpo --disable-rewards-normalization --eps-clip 0.2 \
+ --advantage-estimator grpo --disable-grpo-std-normalization --eps-clip 0.2 \
  --openclaw-combine-w-opd ${OPENCLAW_COMBINE_W_OPD} --openclaw-combine-w-rl ${OPENCLAW_COMBINE_W_RL}"}
 export METHOD_NAME METHOD_ARGS OPENCLAW_COMBINE_W_OPD OPENCLAW_COMBINE_W_RL
 

@@ -188,4 +188,4 @@ def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: b
     samples, metrics = base.drain(args, data_source, "opd")
     if samples:
         metrics.update(asyncio.run(add_teacher(args, samples, copy_without_hint=False)))
-    return RolloutFnTrainOutput(samples=[[s] for s in samples], metrics=metrics)
+    return RolloutFnTrainOutput(samples=base.as_groups(args, samples), metrics=metrics)

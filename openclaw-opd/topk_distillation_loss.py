@@ -63,6 +63,9 @@ def topk_distillation_loss(batch: dict[str, Any], *, config: Any, reducer: Any, 
     temperature = float(getattr(config, "rollout_temperature", 1.0) or 1.0)
     kl = torch.zeros_like(mask)
     missing = 0.0
+    # The backend may hand over only the last positions (`logits_to_keep`): row 0 of `logits` is
+    # sequence position `offset` of the micro-batch's padded width.
+    offset = max(batch["total_lengths"]) - logits.shape[1]
     for i, (p, r) in enumerate(zip(batch["prompt_lengths"], batch["response_lengths"], strict=True)):
         topk = load_topk(config, batch["tokens"][i])
         if topk is None or r == 0:
@@ -72,7 +75,7 @@ def topk_distillation_loss(batch: dict[str, Any], *, config: Any, reducer: Any, 
         top = torch.tensor(topk[1], dtype=torch.float32, device=logits.device)
         if ids.shape[0] != r:
             raise ValueError(f"teacher top-k covers {ids.shape[0]} positions, the response has {r}")
-        student = torch.log_softmax(logits[i, p - 1: p - 1 + r].float() / temperature, -1)
+        student = torch.log_softmax(logits[i, p - 1 - offset: p - 1 - offset + r].float() / temperature, -1)
         kl[i, :r] = bin_reverse_kl(student, ids, top)
     loss = reducer(kl * mask)
     metrics = {"loss/opd_topk_kl": loss.detach(), "opd/topk_missing": torch.tensor(missing),

@@ -21,10 +21,17 @@ state, which the driver writes into the trainer checkpoint; the buffer's `commit
 once that checkpoint exists (next rollout) or on resume, so a crash never loses or double-trains
 a turn (`TrajectoryBuffer` documents the protocol).
 
-Baseline: live turns are not grouped (one response per prompt), so GRPO's group mean is
-undefined (a group of one has advantage 0). The PRM score is already centred (+1 good, -1 bad,
-0 neutral), so the baseline is 0: advantage = score. Run with `--n-samples-per-prompt 1
---disable-rewards-normalization`; anything else is refused with an explanation.
+Baseline: live turns are not grouped (one response per prompt), so GRPO's group mean does not
+exist. Two choices, both slime flags:
+  * baseline 0 (`--n-samples-per-prompt 1 --disable-rewards-normalization`): advantage = score.
+    The PRM score is centred (+1 good, -1 bad), but while nearly every turn is bad (a new user's
+    preference), every update only pushes sampled tokens down, which flattens the policy.
+  * batch mean (`--rollout-batch-size 1 --n-samples-per-prompt G`, the default of the scripts
+    and the demo): G consecutive live turns form one GRPO group, so the baseline is their mean
+    score: a batch of equal scores teaches nothing, the rare good turn among bad ones is pushed
+    up (`--disable-grpo-std-normalization`: Dr. GRPO's mean-only centring).
+A rollout takes rollout_batch_size * n_samples_per_prompt turns. Group normalisation over groups
+of one (every advantage 0) is refused with an explanation.
 """
 
 from __future__ import annotations
@@ -147,14 +154,17 @@ class DrainConfig:
         )
 
 
+def group_size(args: Any) -> int:
+    return max(1, int(getattr(args, "n_samples_per_prompt", 1) or 1))
+
+
 def check_live_args(args: Any) -> None:
-    """Refuse settings under which live (ungrouped) turns silently give zero advantages."""
-    n = int(getattr(args, "n_samples_per_prompt", 1) or 1)
-    if n != 1:
-        raise ValueError(f"--n-samples-per-prompt {n}: turns from live chat are single responses; use 1")
-    if getattr(args, "advantage_estimator", "grpo") in ("grpo", "gspo") and getattr(args, "rewards_normalization", True):
-        raise ValueError("live turns are ungrouped, so GRPO's group baseline is undefined (every advantage would be 0): "
-                         "pass --disable-rewards-normalization (advantage = judge score, baseline 0)")
+    """Refuse settings under which live turns silently give zero advantages."""
+    if group_size(args) == 1 and getattr(args, "advantage_estimator", "grpo") in ("grpo", "gspo") \
+            and getattr(args, "rewards_normalization", True):
+        raise ValueError("live turns are single responses: GRPO over groups of one gives every advantage 0. Either "
+                         "pass --disable-rewards-normalization (baseline 0, advantage = judge score) or group G "
+                         "consecutive turns with --n-samples-per-prompt G (baseline = their mean score)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,7 +354,7 @@ def drain(args: Any, data_source: Any, method: str, stop: Any = None) -> tuple[l
     """Steps 1-3 of the module docstring for `method`; teacher log-probs are the caller's."""
     check_live_args(args)
     ds = require_buffer_source(data_source)
-    drained = ds.take(int(args.rollout_batch_size), engine_version(args), stop=stop)
+    drained = ds.take(int(args.rollout_batch_size) * group_size(args), engine_version(args), stop=stop)
     samples = [turn_to_sample(r, turn_signal(r).score) for r in drained.records]
     if method == "rl" and getattr(args, "custom_rm_path", None) and samples:
         asyncio.run(_custom_rewards(args, samples))
@@ -356,4 +366,12 @@ def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: b
     if evaluation:
         raise ValueError("a live buffer has no eval set: evaluate checkpoints with openclaw-test/run_eval.sh")
     samples, metrics = drain(args, data_source, "rl")
-    return RolloutFnTrainOutput(samples=[[s] for s in samples], metrics=metrics)
+    return RolloutFnTrainOutput(samples=as_groups(args, samples), metrics=metrics)
+
+
+def as_groups(args: Any, samples: list[Sample]) -> list[list[Sample]]:
+    """Consecutive turns in groups of --n-samples-per-prompt (slime lays groups out contiguously)."""
+    g = group_size(args)
+    if len(samples) % g:  # a short batch after --buffer-wait-timeout: groups of one (baseline 0 for them)
+        return [[s] for s in samples]
+    return [samples[i:i + g] for i in range(0, len(samples), g)]

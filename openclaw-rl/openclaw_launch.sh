@@ -77,7 +77,8 @@ if [[ "${NUM_GPUS}" -eq 0 ]]; then
 EOF
     LORA_ARGS=${LORA_ARGS:---use-lora --lora-rank 16 --lora-alpha 32 --lora-target-modules all-linear}
     OPTIMIZER_ARGS=${OPTIMIZER_ARGS:---lr 2e-4 --weight-decay 0 --clip-grad 1.0}
-    ROLLOUT_ARGS=${ROLLOUT_ARGS:---rollout-batch-size 8 --n-samples-per-prompt 1 --rollout-temperature 1.0}
+    # 8 live turns per step, one GRPO group (baseline = their mean score; openclaw-rl/README.md)
+    ROLLOUT_ARGS=${ROLLOUT_ARGS:---rollout-batch-size 1 --n-samples-per-prompt 8 --rollout-temperature 1.0}
     CKPT_ARGS=${CKPT_ARGS:---save-interval 10 --save-dir ${CKPT_SAVE_DIR}}
   else
     echo "${METHOD_NAME}: no GPU found: serving and training ${MODEL_PATH} on CPU (slow for large models)"
@@ -106,7 +107,7 @@ else
 fi
 LORA_ARGS=${LORA_ARGS:-}
 OPTIMIZER_ARGS=${OPTIMIZER_ARGS:---lr 1e-6 --weight-decay 0.01 --adam-beta1 0.9 --adam-beta2 0.999}
-ROLLOUT_ARGS=${ROLLOUT_ARGS:---rollout-batch-size 16 --n-samples-per-prompt 1 --rollout-temperature 1.0}
+ROLLOUT_ARGS=${ROLLOUT_ARGS:---rollout-batch-size 1 --n-samples-per-prompt 16 --rollout-temperature 1.0}
 CKPT_ARGS=${CKPT_ARGS:---save-interval 50 --save-dir ${CKPT_SAVE_DIR}}
 
 # ---- 3. server, judge, data -------------------------------------------------------------------

@@ -6,10 +6,11 @@
 set -euo pipefail
 
 METHOD_NAME=openclaw-rl
-# Live turns are single responses: baseline 0, advantage = judge score (README.md).
+# Live turns are single responses: each rollout's turns form one GRPO group (baseline = their
+# mean score, README.md); for baseline 0 pass --disable-rewards-normalization with --n-samples-per-prompt 1.
 METHOD_ARGS=${METHOD_ARGS:-"--extra-args-provider-path openclaw-rl/openclaw_rl_args.py \
  --rollout-function-path openclaw-rl/openclaw_buffer_rollout.py:generate_rollout \
- --advantage-estimator grpo --disable-rewards-normalization --eps-clip 0.2"}
+ --advantage-estimator grpo --disable-grpo-std-normalization --eps-clip 0.2"}
 export METHOD_NAME METHOD_ARGS
 
 # shellcheck source-path=SCRIPTDIR source=openclaw_launch.sh

@@ -133,9 +133,17 @@ def test_live_args_are_checked() -> None:
     ns = argparse.Namespace(n_samples_per_prompt=1, advantage_estimator="grpo", rewards_normalization=True)
     with pytest.raises(ValueError, match="disable-rewards-normalization"):
         M.check_live_args(ns)
-    ns.n_samples_per_prompt = 4
-    with pytest.raises(ValueError, match="single responses"):
-        M.check_live_args(ns)
+    ns.n_samples_per_prompt = 4  # four consecutive turns form one group: baseline = their mean
+    M.check_live_args(ns)
+    samples = [M.turn_to_sample(_rec(i), float(i % 2)) for i in range(8)]
+    groups = M.as_groups(ns, samples)
+    assert [len(g) for g in groups] == [4, 4] and [s.index for g in groups for s in g] == list(range(8))
+    assert [len(g) for g in M.as_groups(ns, samples[:6])] == [1] * 6  # a short batch: groups of one
+
+
+def _rec(i: int) -> TurnRecord:
+    return TurnRecord(session_id=f"s{i}", turn_index=0, turn_type="main", messages=[], prompt_ids=[1], response_ids=[2],
+                      response_logprobs=[-0.5], turn_id=i, judgement={"score": 1.0})
 
 
 def test_rollout_needs_buffer_source(tmp_path: Path) -> None:

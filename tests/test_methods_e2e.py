@@ -79,13 +79,14 @@ def stack(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory):
         asyncio.run(engine.shutdown())
 
 
-def _trainer(method: str, stack: dict, model: Path, tmp_path: Path, batch: int):
+def _trainer(method: str, stack: dict, model: Path, tmp_path: Path, batch: int, baseline: str = "batch"):
     from openclaw.demo.presets import method_flags
     from openclaw.demo.trainer import BackgroundTrainer
 
     flags = method_flags(method, model_path=str(model), engine_addr=stack["url"].split("//", 1)[1],
                          buffer_dir=str(stack["buffer"]), batch_size=batch, lr=5e-2, lora_rank=8, wait_timeout=30.0,
-                         extra=["--log-dir", str(tmp_path / "logs"), "--buffer-consumer-id", f"test-{method}-{tmp_path.name}"])
+                         extra=["--log-dir", str(tmp_path / "logs"), "--buffer-consumer-id", f"test-{method}-{tmp_path.name}"],
+                         baseline=baseline)
     return BackgroundTrainer(flags, stack["url"])
 
 
@@ -127,7 +128,7 @@ def test_judge_produced_signal_kinds(stack: dict) -> None:
 def test_openclaw_rl(stack: dict, tiny_model_path: Path, tmp_path: Path) -> None:
     from slime.algorithms.compute import compute_advantages
 
-    trainer = _trainer("rl", stack, tiny_model_path, tmp_path, batch=3)
+    trainer = _trainer("rl", stack, tiny_model_path, tmp_path, batch=3, baseline="zero")
     try:
         before, v0 = _lora_state(trainer.model), trainer.weight_version
         rec = trainer.step_once()

@@ -72,7 +72,8 @@ def test_cpu_preset_dry_run_parses(script: str, tmp_path: Path) -> None:
     argv = _train_argv(out.stdout)
     cfg = parse_config(argv, env={})  # the trainer accepts every flag, method provider included
     args = cfg.to_namespace()
-    assert args.use_lora and args.n_samples_per_prompt == 1 and args.use_rollout_logprobs
+    assert args.use_lora and args.use_rollout_logprobs
+    assert args.rollout_batch_size * args.n_samples_per_prompt == 8  # turns per training step
     assert args.rl_buffer_dir == str(tmp_path / "buf")
     method = args.openclaw_method
     assert method == {"rl": "rl", "opd": "opd", "combine": "combine"}[Path(script).parent.name.split("-")[1]]

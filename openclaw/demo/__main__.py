@@ -41,6 +41,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=8, help="trainable turns per training step")
     p.add_argument("--lr", type=float, default=None, help="default 2e-4 (3e-4 with --reward length)")
     p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--baseline", choices=("batch", "zero"), default="batch",
+                   help="scalar-reward baseline: the mean score of each training batch (one GRPO group), or 0")
+    p.add_argument("--kl-coef", type=float, default=0.1,
+                   help="KL(policy || base) loss weight (low-variance estimator; the base = adapters off)")
+    p.add_argument("--w-opd", type=float, default=None, help="combine: OPD weight (default: the method's, 1.0)")
+    p.add_argument("--w-rl", type=float, default=None, help="combine: binary-RL weight (default: the method's, 1.0)")
     p.add_argument("--max-tokens", type=int, default=64,
                    help="reply cap while chatting (a reply that hits it is far over 25 words anyway)")
     p.add_argument("--eval-max-tokens", type=int, default=48,
@@ -113,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
     persona = PERSONAS["brief"]
     print("=" * 78)
     print(f"OpenClaw-RL demo: method {args.method} (reward: {args.reward}), persona '{persona.name}': {persona.preference}")
-    print(f"model {model_path} | CPU threads {torch.get_num_threads()} | LoRA r{args.lora_rank} lr {lr:g}")
+    print(f"model {model_path} | CPU threads {torch.get_num_threads()} | LoRA r{args.lora_rank} lr {lr:g}"
+          + (f" | KL coef {args.kl_coef:g}" if args.kl_coef else ""))
     print(f"{args.interactions} interactions within {args.minutes:g} min, {args.evals} evaluation points | output {out}")
     print("=" * 78, flush=True)
 
@@ -129,9 +136,14 @@ def run(args: argparse.Namespace) -> int:
         say(f"server at {url}; starting the CPU judge on {buffer_dir}")
         judge = JudgeService(JudgeConfig(backend="cpu", num_workers=1, batch_size=16, poll_interval_s=0.3), buffer_dir).start()
         extra = ["--custom-rm-path", LENGTH_REWARD] if args.reward == "length" else []
+        if args.kl_coef > 0:
+            extra += ["--use-kl-loss", "--kl-loss-coef", str(args.kl_coef), "--kl-loss-type", "low_var_kl"]
+        if args.method == "combine":
+            extra += [f for flag, v in (("--openclaw-combine-w-opd", args.w_opd), ("--openclaw-combine-w-rl", args.w_rl))
+                      if v is not None for f in (flag, str(v))]
         flags = method_flags(args.method, model_path=model_path, engine_addr=url.split("//", 1)[1],
                              buffer_dir=str(buffer_dir), batch_size=args.batch_size, lr=lr, lora_rank=args.lora_rank,
-                             wait_timeout=3.0, extra=extra + ["--log-dir", str(out / "logs")])
+                             wait_timeout=3.0, extra=extra + ["--log-dir", str(out / "logs")], baseline=args.baseline)
         (out / "trainer_flags.txt").write_text(" ".join(flags) + "\n")
         say("loading the trainer (slime FSDP actor, LoRA) with the method's plugins")
         trainer = BackgroundTrainer(flags, url)
@@ -212,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
     summary = {
         "command": "python -m openclaw.demo " + " ".join(sys.argv[1:]), "method": args.method, "reward": args.reward, "interactions": done, "train_steps": len(steps),
         "trained_samples": trainer.state.trained_samples, "weight_version": trainer.weight_version,
-        "live_acceptance": 100 * accepted_live / max(1, done), "lr": lr, "lora_rank": args.lora_rank,
+        "live_acceptance": 100 * accepted_live / max(1, done), "lr": lr, "lora_rank": args.lora_rank, "kl_coef": args.kl_coef, "baseline": args.baseline,
         "minutes": (time.monotonic() - say.t0) / 60, "verdict": result.status, "reason": result.reason,
         "points": [p.to_dict() for p in points], "steps": [s.__dict__ for s in steps],
     }

@@ -12,7 +12,7 @@ _METHOD_FLAGS: dict[str, list[str]] = {
     "rl": [
         "--extra-args-provider-path", "openclaw-rl/openclaw_rl_args.py",
         "--rollout-function-path", "openclaw-rl/openclaw_buffer_rollout.py:generate_rollout",
-        "--advantage-estimator", "grpo", "--disable-rewards-normalization",
+        "--advantage-estimator", "grpo",
     ],
     "opd": [
         "--extra-args-provider-path", "openclaw-opd/openclaw_opd_args.py",
@@ -23,13 +23,26 @@ _METHOD_FLAGS: dict[str, list[str]] = {
         "--extra-args-provider-path", "openclaw-combine/openclaw_combine_args.py",
         "--rollout-function-path", "openclaw-combine/openclaw_combine_rollout.py:generate_rollout",
         "--custom-loss-function-path", "openclaw-combine/combine_loss.py:combine_loss",
-        "--advantage-estimator", "grpo", "--disable-rewards-normalization",
+        "--advantage-estimator", "grpo",
     ],
 }
 
 
+def baseline_flags(method: str, batch_size: int, baseline: str) -> list[str]:
+    """How a rollout of `batch_size` live turns is grouped (see openclaw-rl's README):
+    "batch" = one GRPO group, baseline = the batch's mean score; "zero" = baseline 0."""
+    if baseline not in ("batch", "zero"):
+        raise ValueError(f"baseline must be 'batch' or 'zero', got {baseline!r}")
+    if method == "opd":  # the OPD advantage has no scalar baseline
+        return ["--rollout-batch-size", str(batch_size), "--n-samples-per-prompt", "1"]
+    if baseline == "zero":
+        return ["--rollout-batch-size", str(batch_size), "--n-samples-per-prompt", "1", "--disable-rewards-normalization"]
+    return ["--rollout-batch-size", "1", "--n-samples-per-prompt", str(batch_size), "--disable-grpo-std-normalization"]
+
+
 def method_flags(method: str, *, model_path: str, engine_addr: str, buffer_dir: str, batch_size: int,
-                 lr: float, lora_rank: int, wait_timeout: float | None, extra: list[str] | None = None) -> list[str]:
+                 lr: float, lora_rank: int, wait_timeout: float | None, extra: list[str] | None = None,
+                 baseline: str = "batch") -> list[str]:
     """Flags for slime's parse_config: one method on the embedded CPU preset (LoRA, external
     engine = the serving server, behaviour log-probs as the PPO denominator)."""
     if method not in _METHOD_FLAGS:
@@ -39,7 +52,7 @@ def method_flags(method: str, *, model_path: str, engine_addr: str, buffer_dir: 
         "--data-source-path", "openclaw-rl/openclaw_buffer_rollout.py:BufferDataSource",
         *_METHOD_FLAGS[method],
         "--rl-buffer-dir", buffer_dir, "--buffer-min-batch", str(batch_size),
-        "--rollout-batch-size", str(batch_size), "--n-samples-per-prompt", "1", "--num-rollout", "1000000",
+        *baseline_flags(method, batch_size, baseline), "--num-rollout", "1000000",
         "--use-rollout-logprobs", "--rollout-temperature", "1.0",
         "--use-lora", "--lora-rank", str(lora_rank), "--lora-alpha", str(2 * lora_rank),
         "--lora-target-modules", "all-linear",

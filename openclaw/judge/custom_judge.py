@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import threading
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import fields
 
@@ -59,7 +60,26 @@ class CustomJudge:
 
         self.config = config
         self.rm = load_reward_model(config.custom_rm_path, plugin_namespace(config))
-        self._pool = ThreadPoolExecutor(max_workers=max(2, config.batch_size), thread_name_prefix="custom-rm")
+        # Calls run on daemon threads (a hung plugin must not block interpreter exit, which a
+        # ThreadPoolExecutor would); at most this many may be in flight, hung ones included.
+        self._slots = threading.BoundedSemaphore(max(4, 4 * config.batch_size * config.num_workers))
+
+    def _submit(self, item: JudgeInput) -> Future:
+        fut: Future = Future()
+        if not self._slots.acquire(blocking=False):
+            fut.set_exception(RuntimeError("too many custom reward model calls still running (hung plugin?)"))
+            return fut
+
+        def run() -> None:
+            try:
+                fut.set_result(self._score_one(item))
+            except BaseException as e:  # noqa: BLE001 - delivered to the waiting worker
+                fut.set_exception(e)
+            finally:
+                self._slots.release()
+
+        threading.Thread(target=run, name="custom-rm-call", daemon=True).start()
+        return fut
 
     def _score_one(self, item: JudgeInput) -> object:
         from slime.utils.types import Sample
@@ -69,7 +89,7 @@ class CustomJudge:
         return asyncio.run(self.rm.score(sample))
 
     def judge_batch(self, items: list[JudgeInput]) -> list[JudgeResult | JudgeFailure]:
-        futures = [self._pool.submit(self._score_one, it) for it in items]
+        futures = [self._submit(it) for it in items]
         out: list[JudgeResult | JudgeFailure] = []
         for item, fut in zip(items, futures, strict=True):
             watch = Stopwatch()
@@ -77,7 +97,6 @@ class CustomJudge:
                 raw = fut.result(timeout=self.config.timeout_s)
                 reward = _scalar(raw)
             except FutureTimeout:
-                fut.cancel()
                 out.append(JudgeFailure(f"custom reward model timed out after {self.config.timeout_s:g}s"))
                 continue
             except Exception as e:  # noqa: BLE001 - user code: any error is recorded, never fatal
@@ -98,4 +117,4 @@ class CustomJudge:
         return out
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        pass  # nothing owned: in-flight calls are daemon threads

@@ -9,7 +9,14 @@ import math
 import numpy as np
 
 from openclaw.judge.prompts import normalize_role
-from openclaw.judge.rules import LEXICON_NAMES, has_cjk, is_silence, lexicon_hits, looks_like_question, word_overlap
+from openclaw.judge.rules import (
+    LEXICON_NAMES,
+    has_cjk,
+    is_silence,
+    lexicon_hits,
+    looks_like_question,
+    word_overlap,
+)
 
 ROLES: tuple[str, ...] = ("user", "tool", "environment")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from typing import Any
 
@@ -15,7 +16,8 @@ def build_observer(config: ServerConfig, engine: Any = None) -> TurnObserver | N
     if not config.rl.enabled:
         return None
     try:
-        from openclaw import intercept
+        # import_module (not `from openclaw import intercept`) so an entry in sys.modules decides
+        intercept = importlib.import_module("openclaw.intercept")
     except ImportError as exc:
         raise ConfigError(f"--enable-rl-intercept needs the openclaw.intercept module, which could not be "
                           f"imported ({exc}). Run without --enable-rl-intercept or install the full package.") from exc

@@ -94,9 +94,15 @@ class FSDPTrainActor:
         return contextlib.nullcontext()
 
     def _forward(self, mb: MicroBatch, model: torch.nn.Module | None = None) -> torch.Tensor:
+        """Logits of positions first_needed .. T-1 only (`logits_to_keep`): the lm_head matmul
+        and its [*, V] output are skipped for prompt positions no response token depends on.
+        The returned tensor's position 0 is sequence position `mb.logits_offset`."""
+        width = mb.input_ids.shape[1]
+        mb.logits_offset = max(0, min(mb.prompt_lengths) - 1) if mb.prompt_lengths else 0
         with self._autocast():
             out = (model or self.model)(input_ids=mb.input_ids.to(self.device),
-                                        attention_mask=mb.attention_mask.to(self.device), use_cache=False)
+                                        attention_mask=mb.attention_mask.to(self.device), use_cache=False,
+                                        logits_to_keep=width - mb.logits_offset)
         return out.logits
 
     def _micro_batches(self, tokens: list[list[int]], response_lengths: list[int]) -> list[MicroBatch]:
@@ -126,7 +132,8 @@ class FSDPTrainActor:
             with ctx:
                 for mb in self._micro_batches(tokens, response_lengths):
                     logits = self._forward(mb, model)
-                    lp, _ = token_log_probs(response_logits(logits, mb.prompt_lengths, mb.response_lengths),
+                    lp, _ = token_log_probs(response_logits(logits, mb.prompt_lengths, mb.response_lengths,
+                                                            mb.logits_offset),
                                             mb.input_ids.to(self.device), mb.prompt_lengths, mb.response_lengths,
                                             self.cfg.temperature)
                     for i, row in zip(mb.indices, lp, strict=True):
@@ -231,9 +238,11 @@ class FSDPTrainActor:
         """The loss function's batch: per-token values right-padded to [B, R] (R = longest
         response in the micro-batch), as slime.algorithms.loss documents."""
         dev = self.device
-        lp, ent = token_log_probs(response_logits(logits, mb.prompt_lengths, mb.response_lengths),
+        # entropy is only differentiated when it is part of the loss (--entropy-coef > 0)
+        entropy_grad = float(getattr(self.args, "entropy_coef", 0.0) or 0.0) != 0.0
+        lp, ent = token_log_probs(response_logits(logits, mb.prompt_lengths, mb.response_lengths, mb.logits_offset),
                                   mb.input_ids.to(dev), mb.prompt_lengths, mb.response_lengths,
-                                  self.cfg.temperature, with_entropy=True)
+                                  self.cfg.temperature, with_entropy=True, entropy_grad=entropy_grad)
         width = max(mb.response_lengths) if mb.response_lengths else 0
 
         def pad(values: list) -> torch.Tensor:

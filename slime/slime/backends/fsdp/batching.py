@@ -20,6 +20,7 @@ class MicroBatch:
     attention_mask: torch.Tensor  # [B, T]
     prompt_lengths: list[int]
     response_lengths: list[int]
+    logits_offset: int = 0  # sequence position of the first logits row the forward returned
 
     @property
     def num_tokens(self) -> int:
