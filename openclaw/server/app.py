@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ from openclaw.server.config import ServerConfig, default_served_model_name
 from openclaw.server.engine_loader import load_engine
 from openclaw.server.errors import OpenAIError, install_error_handlers
 from openclaw.server.hooks import TurnObserver
+from openclaw.server.judge_loader import judge_config, start_judge
 from openclaw.server.middleware import APIKeyMiddleware, BodyLimitMiddleware
 from openclaw.server.observer_loader import build_observer
 from openclaw.server.state import ServerState
@@ -46,6 +48,7 @@ def create_app(config: ServerConfig, engine: Engine | None = None, observer: Tur
     owns_observer = observer is None
     if observer is None:
         observer = build_observer(config, engine)
+    judge_cfg = judge_config(config)
     state = ServerState(config=config, engine=engine, served_model_name=_served_name(config, engine),
                         observer=observer)
 
@@ -56,9 +59,14 @@ def create_app(config: ServerConfig, engine: Engine | None = None, observer: Tur
             result = start()
             if hasattr(result, "__await__"):
                 await result
+        # Judge workers start after the observer so the buffer exists; they run in threads and
+        # never sit on the request path.
+        judge = start_judge(config, judge_cfg) if judge_cfg is not None else None
         try:
             yield
         finally:
+            if judge is not None:
+                await asyncio.to_thread(judge.stop)
             if owns_observer and observer is not None:
                 await observer.aclose()
             if owns_engine:

@@ -17,7 +17,8 @@ from pathlib import Path
 BACKENDS = ("hf", "sglang", "vllm")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 # Unknown flags with these prefixes belong to the RL intercept / judge and are passed through.
-PASSTHROUGH_PREFIXES = ("--rl-", "--session-", "--judge-")
+PASSTHROUGH_PREFIXES = ("--rl-", "--session-", "--judge-", "--num-judge-", "--prm-", "--majority-vote-",
+                        "--custom-rm-", "--hint-")
 
 
 class ConfigError(ValueError):
@@ -32,7 +33,8 @@ class RLConfig:
     buffer_dir: Path = Path("./rl_buffer")
     buffer_max_mb: float | None = None
     session_idle_timeout: float | None = None
-    # Every other --rl-* / --session-* / --judge-* flag, key without dashes, '-' -> '_'.
+    # Every other pass-through flag (--rl-*, --session-*, --judge-*, --prm-*, --majority-vote-*, ...),
+    # key without dashes, '-' -> '_'.
     # A bare flag is True; otherwise the string value (the intercept decides its type).
     options: dict[str, str | bool] = field(default_factory=dict)
 
