@@ -26,7 +26,7 @@ from openclaw.buffer.store import DB_NAME, TrajectoryBuffer
 
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--dir", default=argparse.SUPPRESS,
+    common.add_argument("--dir", "--rl-buffer-dir", dest="dir", default=argparse.SUPPRESS,
                         help="buffer directory (env RL_BUFFER_DIR; default ./rl_buffer)")
     p = argparse.ArgumentParser(prog="python -m openclaw.buffer", parents=[common],
                                 description="Inspect and maintain the RL trajectory buffer.")
