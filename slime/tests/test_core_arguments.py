@@ -254,3 +254,12 @@ def test_slime_model_args_and_sglang_passthrough():
     assert cfg.rollout.sglang_args == {"mem_fraction_static": "0.8", "enable_dp_attention": True, "context_length": "4096"}
     with pytest.raises(ConfigError, match="not divisible by TP \\* PP \\* CP = 2"):
         parse_config(["--train-backend", "megatron", "--tensor-model-parallel-size", "2"], env=NO_ENV)
+
+
+def test_model_parallel_flags_need_megatron() -> None:
+    with pytest.raises(ConfigError, match="needs --train-backend megatron"):
+        parse_config(["--tensor-model-parallel-size", "2"])
+    cfg = parse_config(["--train-backend", "megatron", "--tensor-model-parallel-size", "2",
+                        "--actor-num-gpus-per-node", "2", "--global-batch-size", "4", "--rollout-batch-size", "4",
+                        "--n-samples-per-prompt", "1"])
+    assert cfg.megatron.tensor_model_parallel_size == 2

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from slime.backends.megatron.sglang_launch import plan_sglang_rollout
+from slime.rollout.sglang_launch import plan_sglang_rollout
 from slime.utils.arguments import parse_config
 
 
@@ -83,7 +83,7 @@ def test_planned_engine_launch_against_embedded_engine(tiny_model_path, tiny_mod
     import sys
     from pathlib import Path
 
-    from slime.backends.megatron.sglang_launch import launch_planned_engines
+    from slime.rollout.sglang_launch import launch_planned_engines
     from slime.ray.engine_process import free_port
 
     from openclaw.engines.base import GenerationRequest, SamplingParams

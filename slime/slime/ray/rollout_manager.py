@@ -76,20 +76,15 @@ class RolloutManager:
             addrs = self.args.rollout_external_engine_addrs
             self.urls = [a if a.startswith("http") else f"http://{a}" for a in addrs]
         elif self.backend == "sglang":
-            import os
-
-            from openclaw.engines.sglang_backend import SGLangEngine, SGLangLaunchConfig
             from slime.ray.engine_process import free_port
+            from slime.rollout.sglang_launch import launch_planned_engines, plan_sglang_rollout
 
-            colocated = bool(getattr(self.args, "colocate", False))
-            for i in range(n):
-                cfg = SGLangLaunchConfig(model_path=self.model_path, port=free_port(), tp_size=per,
-                                         dtype="bfloat16" if getattr(self.args, "bf16", False) else None,
-                                         mem_fraction_static=0.4 if colocated else None,
-                                         weight_version=str(self.weight_version))
-                engine = SGLangEngine.launch(cfg, env=dict(os.environ, **engine_env(i)))
-                self.sglang_handles.append(engine)
-                self.urls.append(engine.base_url)
+            # Every --sglang-* flag (mem fraction, context length, parsers, passthrough) goes
+            # through the one planner, so none is dropped on the way to sglang.launch_server.
+            plan = plan_sglang_rollout(self.args, self.model_path, ports=[free_port() for _ in range(n)],
+                                       gpu_ids=gpu_ids or None, weight_version=self.weight_version)
+            self.sglang_handles = launch_planned_engines(plan)
+            self.urls = [h.base_url for h in self.sglang_handles]
         else:
             for i in range(n):
                 eng = EngineProcess(model_path=self.model_path, log_path=self.log_dir / f"engine_{i}.log",

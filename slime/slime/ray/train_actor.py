@@ -1,4 +1,4 @@
-"""A Ray actor holding one training rank (FSDPTrainActor) for the whole run."""
+"""A Ray actor holding one training rank (FSDP or Megatron actor, by --train-backend) for the whole run."""
 
 from __future__ import annotations
 
@@ -43,7 +43,12 @@ class TrainRayActor:
             from dataclasses import replace
 
             acfg = replace(acfg, model_path=str(model_path))
-        self.actor = FSDPTrainActor(acfg, self.args, rank=rank, world_size=world_size)
+        if getattr(self.args, "train_backend", "fsdp") == "megatron":
+            from slime.backends.megatron.actor import MegatronTrainActor
+
+            self.actor = MegatronTrainActor(acfg, self.args, rank=rank, world_size=world_size)
+        else:
+            self.actor = FSDPTrainActor(acfg, self.args, rank=rank, world_size=world_size)
         self.loss_call = build_loss_call(self.args)
         if trainer_state_dir:
             from slime.utils.checkpoint import rank_state_path

@@ -880,6 +880,12 @@ def _validate(v: dict[str, Any]) -> None:
             world % model_parallel == 0,
             f"training world size {world} is not divisible by TP * PP * CP = {model_parallel}",
         )
+    else:
+        # Model-parallel flags only mean something to Megatron; never ignore them silently.
+        for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+                     "expert_model_parallel_size"):
+            _check(v[name] == 1, f"--{name.replace('_', '-')} {v[name]} needs --train-backend megatron "
+                                 f"(the {v['train_backend']} backend is data parallel only)")
     if v["rollout_num_engines"] is not None:
         _check(v["rollout_num_engines"] >= 1, f"--rollout-num-engines must be >= 1, got {v['rollout_num_engines']}")
     samples = v["rollout_batch_size"] * v["n_samples_per_prompt"]

@@ -3,7 +3,7 @@
 Modules: cpu_compat (the CPU shim), hf_config (HF config.json -> GPTSpec), model_builder
 (GPTSpec -> megatron GPTModel), weights (HF <-> Megatron tensors, TP/PP aware), parallel
 (process groups), optim (grad sync, clipping, optimizer), pipeline (stage-to-stage p2p),
-options/args (flags), actor (MegatronTrainActor), sglang_launch (trainer flags -> SGLang).
+options/args (flags), actor (MegatronTrainActor).
 Importing this package does not import megatron-core; the actor module does.
 """
 
