@@ -54,13 +54,14 @@ def render(results: list[dict], command: str) -> str:
              "Persona 'brief' (accepts replies of at most 25 words that contain the prompt's reference facts). "
              "Acceptance, on-topic and capability in %, before -> after; KL = mean per-token KL(policy || base) "
              "on the held-out replies.", "",
-             "| run | interactions | steps | minutes | acceptance | short | on topic | capability | words | KL | verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| run | settings | interactions | steps | minutes | acceptance | short | on topic | capability | words | KL | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         b, a = r["points"][0], r["points"][-1]
         kl = "-" if a.get("kl_to_base") is None else f"{a['kl_to_base']:.3f}"
         name = r["method"] + (" + length-only reward" if r.get("reward") == "length" else "")
-        lines.append(f"| {name} | {r['interactions']} | {r['train_steps']} | {r['minutes']:.1f} | "
+        settings = f"baseline {r.get('baseline', 'zero')}, KL coef {r.get('kl_coef', 0):g}, lr {r.get('lr', 0):g}"
+        lines.append(f"| {name} | {settings} | {r['interactions']} | {r['train_steps']} | {r['minutes']:.1f} | "
                      f"{b['acceptance']:.0f} -> {a['acceptance']:.0f} | {b['preference']:.0f} -> {a['preference']:.0f} | "
                      f"{b['on_topic']:.0f} -> {a['on_topic']:.0f} | {b['capability']:.0f} -> {a['capability']:.0f} | "
                      f"{b['mean_words']:.0f} -> {a['mean_words']:.0f} | {kl} | {r['verdict']} |")
