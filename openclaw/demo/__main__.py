@@ -43,7 +43,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--baseline", choices=("batch", "zero"), default="batch",
                    help="scalar-reward baseline: the mean score of each training batch (one GRPO group), or 0")
-    p.add_argument("--kl-coef", type=float, default=0.1,
+    p.add_argument("--kl-coef", type=float, default=0.5,
                    help="KL(policy || base) loss weight (low-variance estimator; the base = adapters off)")
     p.add_argument("--w-opd", type=float, default=None, help="combine: OPD weight (default: the method's, 1.0)")
     p.add_argument("--w-rl", type=float, default=None, help="combine: binary-RL weight (default: the method's, 1.0)")
