@@ -88,20 +88,29 @@ class TurnRecord:
         """The last user-visible prompt message (what the reference format calls `prompt`)."""
         for m in reversed(self.messages):
             if m.get("role") in ("user", "tool"):
-                return _content_text(m.get("content"))
+                return content_text(m.get("content"))
         return ""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-def _content_text(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """Flatten OpenAI message content (a string or a list of parts) to text."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        out = []
+        for part in content:
+            if isinstance(part, dict):
+                text = part.get("text")
+                if isinstance(text, str):
+                    out.append(text)
+            elif isinstance(part, str):
+                out.append(part)
+        return "".join(out)
     return str(content)
 
 

@@ -8,6 +8,8 @@ import json
 import re
 from typing import Any
 
+from openclaw.buffer.records import content_text
+
 INTERNAL_BEGIN = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
 INTERNAL_END = "<<<END_OPENCLAW_INTERNAL_CONTEXT>>>"
 _INTERNAL_BLOCK = re.compile(re.escape(INTERNAL_BEGIN) + r"[\s\S]*?(?:" + re.escape(INTERNAL_END) + r"|\Z)")
@@ -16,25 +18,6 @@ _INTERNAL_BLOCK = re.compile(re.escape(INTERNAL_BEGIN) + r"[\s\S]*?(?:" + re.esc
 # Printable ASCII only (no spaces, no `|`): user text can imitate the line, and a control
 # character in a session id must never reach the buffer (which rejects it).
 _RUNTIME_SESSION = re.compile(r"(?:^|[\s|])sessionId=([\x21-\x7b\x7d\x7e]{1,256})")
-
-
-def content_text(content: Any) -> str:
-    """Flatten OpenAI content (str or list of parts) to text."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        out = []
-        for part in content:
-            if isinstance(part, dict):
-                t = part.get("text")
-                if isinstance(t, str):
-                    out.append(t)
-            elif isinstance(part, str):
-                out.append(part)
-        return "".join(out)
-    return str(content)
 
 
 def is_internal_context(msg: dict[str, Any]) -> bool:

@@ -6,19 +6,10 @@ import json
 import time
 from typing import Any
 
+from openclaw.buffer.records import content_text
 from openclaw.judge.schema import JudgeInput, JudgeResult
 
 MAX_TOOL_CALL_CHARS = 1000
-
-
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return str(content)
 
 
 def response_text(rec: Any) -> str:
@@ -42,8 +33,8 @@ def next_state_of(rec: Any) -> tuple[str, str] | None:
     msgs = ns.get("messages")
     if isinstance(msgs, list) and len(msgs) > 1 and role == "tool":
         # Several tool results answer one assistant message: judge them together.
-        return "\n".join(_text(m.get("content")) for m in msgs if isinstance(m, dict)), role
-    return _text(ns.get("content")), role
+        return "\n".join(content_text(m.get("content")) for m in msgs if isinstance(m, dict)), role
+    return content_text(ns.get("content")), role
 
 
 def to_input(rec: Any) -> JudgeInput | None:
