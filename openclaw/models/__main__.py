@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from openclaw.models.atomic import is_ready
 from openclaw.models.embedded import (
     EMBEDDED_MODEL_NAME,
     EmbeddedModelMissing,
@@ -13,7 +14,6 @@ from openclaw.models.embedded import (
     gguf_file,
     prepare_embedded_model,
 )
-from openclaw.models.atomic import is_ready
 from openclaw.models.tiny import build_tiny_model
 
 

@@ -83,8 +83,8 @@ def test_planned_engine_launch_against_embedded_engine(tiny_model_path, tiny_mod
     import sys
     from pathlib import Path
 
-    from slime.rollout.sglang_launch import launch_planned_engines
     from slime.ray.engine_process import free_port
+    from slime.rollout.sglang_launch import launch_planned_engines
 
     from openclaw.engines.base import GenerationRequest, SamplingParams
     from openclaw.engines.serve import __name__ as serve_module
