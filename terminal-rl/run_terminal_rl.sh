@@ -77,8 +77,8 @@ LORA_ARGS="${LORA_ARGS:-}"
 CKPT_ARGS="${CKPT_ARGS:---save-interval 50}"
 RAY_NUM_CPUS="${RAY_NUM_CPUS:-}"
 
-# Paths travel to the Ray job (which runs in a copy of the working dir): make them absolute.
-abspath() { "$PYTHON" -c 'import os, sys; print(os.path.abspath(sys.argv[1]))' "$1"; }
+# shellcheck source=scripts/lib/ray_job.sh
+source scripts/lib/ray_job.sh
 CKPT_SAVE_DIR="$(abspath "$CKPT_SAVE_DIR")"
 LOG_DIR="$(abspath "$LOG_DIR")"
 DATA_PATH="$(abspath "$DATA_PATH")"
@@ -87,26 +87,7 @@ if [ ! -f "$DATA_PATH" ]; then
   "$PYTHON" terminal-rl/prepare_data.py --tasks "$TASKS_PATH" --out "$DATA_PATH"
 fi
 
-STARTED_RAY_PID=""
-stop_started_ray() {
-  # Stop only the head this script started: it runs in the foreground of its own process
-  # (`ray start --block`), which shuts its cluster down on SIGTERM.
-  if [ -n "$STARTED_RAY_PID" ] && kill -0 "$STARTED_RAY_PID" 2>/dev/null; then
-    kill -TERM "$STARTED_RAY_PID" 2>/dev/null || true
-    wait "$STARTED_RAY_PID" 2>/dev/null || true
-  fi
-}
-trap stop_started_ray EXIT
-
-read -r -a ROLLOUT_ARR <<<"$ROLLOUT_ARGS"
-read -r -a OPTIMIZER_ARR <<<"$OPTIMIZER_ARGS"
-read -r -a LORA_ARR <<<"$LORA_ARGS"
-read -r -a CKPT_ARR <<<"$CKPT_ARGS"
-read -r -a EXTRA_ARR <<<"$EXTRA_ARGS"
-CLUSTER_ARR=()
-if [ -n "$TRAIN_GPUS" ]; then CLUSTER_ARR+=(--actor-num-gpus-per-node "$(awk -F, '{print NF}' <<<"$TRAIN_GPUS")"); fi
-if [ -n "$ROLLOUT_GPUS" ]; then CLUSTER_ARR+=(--rollout-num-gpus "$(awk -F, '{print NF}' <<<"$ROLLOUT_GPUS")"); fi
-if [ -n "$RESUME_CKPT" ]; then CLUSTER_ARR+=(--resume-from-checkpoint "$(abspath "$RESUME_CKPT")"); fi
+split_common_args
 
 TRAIN_CMD=(
   python slime/train.py
@@ -123,30 +104,4 @@ TRAIN_CMD=(
 )
 RUNTIME_ENV="{\"env_vars\": {\"PYTHONPATH\": \"terminal-rl\", \"RAY_AUTH_MODE\": \"$RAY_AUTH_MODE\", \"HF_HUB_OFFLINE\": \"$HF_HUB_OFFLINE\", \"MAX_STEPS\": \"$MAX_STEPS\", \"PARALLEL_ENVS\": \"$PARALLEL_ENVS\", \"OPENCLAW_SANDBOX\": \"$SANDBOX\"}}"
 
-if [ "$DRY_RUN" = "1" ]; then
-  printf 'would submit:'; printf ' %q' "${TRAIN_CMD[@]}"; printf '\n'
-  exit 0
-fi
-mkdir -p "$LOG_DIR" "$CKPT_SAVE_DIR"
-
-if [ -z "${RAY_ADDRESS:-}" ]; then
-  CPU_FLAG=()
-  if [ -n "$RAY_NUM_CPUS" ]; then CPU_FLAG=(--num-cpus "$RAY_NUM_CPUS"); fi
-  ray start --head --block --port "$RAY_PORT" --dashboard-host 127.0.0.1 --dashboard-port "$RAY_DASHBOARD_PORT" \
-    --disable-usage-stats "${CPU_FLAG[@]}" >"$LOG_DIR/ray-head.log" 2>&1 &
-  STARTED_RAY_PID=$!
-  JOB_ADDRESS="http://127.0.0.1:$RAY_DASHBOARD_PORT"
-  deadline=$((SECONDS + RAY_START_TIMEOUT))
-  until ray job list --address "$JOB_ADDRESS" >/dev/null 2>&1; do
-    if ! kill -0 "$STARTED_RAY_PID" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
-      echo "error: the Ray head did not come up on port $RAY_PORT (see $LOG_DIR/ray-head.log)" >&2
-      exit 1
-    fi
-    sleep 1
-  done
-  echo "started a Ray head at $JOB_ADDRESS (pid $STARTED_RAY_PID); it is stopped when this script exits" >&2
-else
-  JOB_ADDRESS="$RAY_ADDRESS"
-fi
-
-ray job submit --address "$JOB_ADDRESS" --working-dir . --runtime-env-json "$RUNTIME_ENV" -- "${TRAIN_CMD[@]}"
+submit_job "$RUNTIME_ENV" "${TRAIN_CMD[@]}"
