@@ -132,3 +132,32 @@ def load_meta(folder: str | Path) -> CheckpointMeta:
     if not path.is_file():
         raise FileNotFoundError(f"{folder} is not a complete slime checkpoint (no {META_FILE})")
     return CheckpointMeta.from_json(json.loads(path.read_text()))
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """Every RNG a training step draws from (python, numpy, torch, cuda), for a checkpoint."""
+    import random
+
+    import numpy as np
+    import torch
+
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def restore_rng_state(rng: dict[str, Any] | None) -> None:
+    """Inverse of capture_rng_state; entries that are missing (older checkpoints) are left alone."""
+    import random
+
+    import numpy as np
+    import torch
+
+    rng = rng or {}
+    if rng.get("python") is not None:
+        random.setstate(rng["python"])
+    if rng.get("numpy") is not None:
+        np.random.set_state(rng["numpy"])
+    if rng.get("torch") is not None:
+        torch.set_rng_state(rng["torch"])
+    if rng.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])

@@ -23,6 +23,7 @@ from slime.backends.fsdp import model as model_lib
 from slime.backends.fsdp.batching import MicroBatch, make_micro_batches
 from slime.backends.fsdp.config import ActorConfig
 from slime.backends.fsdp.logprobs import response_logits, token_log_probs
+from slime.utils.checkpoint import capture_rng_state, restore_rng_state
 
 LossFn = Callable[..., Any]
 
@@ -297,24 +298,14 @@ class FSDPTrainActor:
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "global_step": self.global_step,
-            "rng": {"python": random.getstate(), "numpy": np.random.get_state(),
-                    "torch": torch.get_rng_state(),
-                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+            "rng": capture_rng_state(),
         }
 
     def load_trainer_state(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.global_step = int(state.get("global_step", 0))
-        rng = state.get("rng") or {}
-        if rng.get("python") is not None:
-            random.setstate(rng["python"])
-        if rng.get("numpy") is not None:
-            np.random.set_state(rng["numpy"])
-        if rng.get("torch") is not None:
-            torch.set_rng_state(rng["torch"])
-        if rng.get("cuda") is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
+        restore_rng_state(state.get("rng"))
 
     def offload(self) -> None:
         """Colocated mode: free accelerator memory for the engine during rollout."""

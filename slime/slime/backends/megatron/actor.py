@@ -32,6 +32,7 @@ from slime.backends.megatron.optim import build_optimizer, clip_grad_norm, final
 from slime.backends.megatron.options import MegatronOptions
 from slime.backends.megatron.parallel import destroy_megatron, init_megatron
 from slime.backends.megatron.weights import export_hf_state_dict, load_hf_into_model, save_hf_folder
+from slime.utils.checkpoint import capture_rng_state, restore_rng_state
 
 LOSS_CALL = Callable[[dict[str, Any], torch.Tensor, Callable], tuple[torch.Tensor, dict]]
 
@@ -292,9 +293,7 @@ class MegatronTrainActor:
             "global_step": self.global_step,
             "layout": {"tp": self.options.tp, "pp": self.options.pp, "rank": self.rank,
                        "world_size": self.world_size},
-            "rng": {"python": random.getstate(), "numpy": np.random.get_state(),
-                    "torch": torch.get_rng_state(),
-                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+            "rng": capture_rng_state(),
         }
 
     def load_trainer_state(self, state: dict[str, Any]) -> None:
@@ -309,15 +308,7 @@ class MegatronTrainActor:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.global_step = int(state.get("global_step", 0))
-        rng = state.get("rng") or {}
-        if rng.get("python") is not None:
-            random.setstate(rng["python"])
-        if rng.get("numpy") is not None:
-            np.random.set_state(rng["numpy"])
-        if rng.get("torch") is not None:
-            torch.set_rng_state(rng["torch"])
-        if rng.get("cuda") is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
+        restore_rng_state(state.get("rng"))
 
     def offload(self) -> None:
         """Colocated mode: free accelerator memory for the engine during rollout."""
