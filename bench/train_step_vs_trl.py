@@ -7,7 +7,10 @@ num_iterations=1 reuses the current policy's log-probs as "old"):
   forward with grad -> response log-probs + entropy -> GRPO clipped loss (per-sample mean)
   -> backward -> grad-norm clip -> AdamW step.
 Ours:  slime.backends.fsdp.train_loop.train_rollout (advantages from rewards, group of 8),
-       --use-rollout-logprobs, one micro-batch of 8x256 (--use-dynamic-batch-size).
+       --use-rollout-logprobs, one micro-batch of 8x256 (--use-dynamic-batch-size). The group's
+       8 rows share their 64-token prompt, so our actor runs it once and the completions on its
+       repeated KV cache (the shared-prompt forward). The same step with it turned off
+       (--disable-shared-prompt-forward) is timed too, to show what it buys.
 TRL:   GRPOTrainer.compute_loss(model, inputs) + accelerator.backward + clip + optimizer.step
        with the inputs its generation step would produce (prompt/completion ids and masks,
        advantages), loss_type="grpo", beta=0.
@@ -66,7 +69,7 @@ def train_flops(model_cfg, tokens: int, seq: int, batch: int) -> float:
 
 
 # ----------------------------------------------------------------------------- ours
-def build_ours(model_path: str):
+def build_ours(model_path: str, shared_prompt: bool = True):
     from slime.backends.fsdp import ActorConfig, FSDPTrainActor
     from slime.backends.fsdp.train_loop import build_loss_call
     from slime.utils.arguments import parse_config
@@ -77,6 +80,7 @@ def build_ours(model_path: str):
         "--lora-target-modules", *LORA["target_modules"], "--lr", str(LR), "--weight-decay", "0",
         "--use-dynamic-batch-size", "--max-tokens-per-gpu", str(B * (PROMPT + COMPLETION)),
         "--use-rollout-logprobs", "--clip-grad", "1.0",
+        *([] if shared_prompt else ["--disable-shared-prompt-forward"]),
     ]).to_namespace()
     actor = FSDPTrainActor(ActorConfig.from_args(args), args)
     return actor, args, build_loss_call(args)
@@ -149,26 +153,34 @@ def main() -> None:
     prompt, completions, rewards = make_batch(mcfg.vocab_size)
     torch.manual_seed(0)
     ours = build_ours(model_path)
+    torch.manual_seed(0)
+    plain = build_ours(model_path, shared_prompt=False)
     actor = ours[0]
     # the engine's log-probs for these tokens == the policy's (fp32, same weights): compute once
     rollout_lp = actor.compute_log_probs([prompt.tolist() + c.tolist() for c in completions], [COMPLETION] * B)
     trainer = build_trl(model_path, Path(tempfile.mkdtemp()))
 
     ours_step(*ours, prompt, completions, rewards, rollout_lp)  # warm-up
+    ours_step(*plain, prompt, completions, rewards, rollout_lp)
     trl_step(trainer, prompt, completions, rewards)
-    t_ours, t_trl, c_ours, c_trl = [], [], [], []
-    for _ in range(a.reps):  # interleaved: machine load affects both alike
+    t_ours, t_trl, c_ours, c_trl, t_plain = [], [], [], [], []
+    for _ in range(a.reps):  # interleaved: machine load affects all alike
         t0, c0 = time.perf_counter(), time.process_time()
         ours_step(*ours, prompt, completions, rewards, rollout_lp)
         t_ours.append(time.perf_counter() - t0)
         c_ours.append(time.process_time() - c0)
+        t0 = time.perf_counter()
+        ours_step(*plain, prompt, completions, rewards, rollout_lp)
+        t_plain.append(time.perf_counter() - t0)
         t0, c0 = time.perf_counter(), time.process_time()
         trl_step(trainer, prompt, completions, rewards)
         t_trl.append(time.perf_counter() - t0)
         c_trl.append(time.process_time() - c0)
     peak = matmul_peak()
     flops = train_flops(mcfg, B * (PROMPT + COMPLETION), PROMPT + COMPLETION, B)
-    mo, mt = statistics.median(t_ours), statistics.median(t_trl)
+    # the shared-prompt forward runs the prompt's tokens once instead of B times
+    flops_shared = flops - (train_flops(mcfg, B * PROMPT, PROMPT, B) - train_flops(mcfg, PROMPT, PROMPT, 1))
+    mo, mt, mp = statistics.median(t_ours), statistics.median(t_trl), statistics.median(t_plain)
     ratio = mo / mt
     lines = [
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load avg at start {load:.1f}, "
@@ -176,13 +188,16 @@ def main() -> None:
         f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}",
         f"batch: {B} samples x {PROMPT + COMPLETION} tokens ({COMPLETION} trained), LoRA r{LORA['r']} {LORA['target_modules']}, fp32",
         f"ours step (s): {[round(t, 3) for t in t_ours]} median {mo:.3f}",
+        f"ours without the shared-prompt forward (s): {[round(t, 3) for t in t_plain]} median {mp:.3f} "
+        f"-> /TRL = {mp / mt:.3f}",
         f"TRL  step (s): {[round(t, 3) for t in t_trl]} median {mt:.3f}",
-        f"ours/TRL = {ratio:.3f} wall-clock median (target <= 0.8)",
         f"CPU time (s, all threads of this process): ours {[round(t, 2) for t in c_ours]} TRL {[round(t, 2) for t in c_trl]}"
         f" -> ours/TRL = {statistics.median(c_ours) / statistics.median(c_trl):.3f}",
         f"fp32 matmul peak (2048^3 torch.mm): {peak / 1e9:.1f} GFLOP/s",
-        f"training FLOP per step: {flops / 1e9:.1f} GFLOP -> ours {flops / mo / 1e9:.1f} GFLOP/s = "
-        f"{flops / mo / peak:.1%} of peak; TRL {flops / mt / 1e9:.1f} GFLOP/s = {flops / mt / peak:.1%}",
+        f"training FLOP per step, padded batch: {flops / 1e9:.1f} GFLOP (shared prompt: {flops_shared / 1e9:.1f}) -> "
+        f"ours {flops_shared / mo / 1e9:.1f} GFLOP/s = {flops_shared / mo / peak:.1%} of peak; without the shared "
+        f"prompt {flops / mp / peak:.1%}; TRL {flops / mt / 1e9:.1f} GFLOP/s = {flops / mt / peak:.1%}",
+        f"ours/TRL = {ratio:.3f} wall-clock median (target <= 0.8)",
     ]
     print("\n".join(lines))
     if a.out:

@@ -270,6 +270,9 @@ class OptimizerConfig:
     clip_grad: float = arg(1.0, "Gradient-norm clip (0 = off).")
     bf16: bool = arg(False, "bf16 autocast for training (use the same dtype as rollout).")
     gradient_checkpointing: bool = arg(False, "Activation (gradient) checkpointing.")
+    shared_prompt_forward: bool = arg(
+        True, "FSDP backend: when every row of a micro-batch has the same prompt (a GRPO group), run the prompt "
+        "once and the responses on its expanded KV cache.", negative_flag="--disable-shared-prompt-forward")
     seed: int = arg(1234, "Global random seed.")
 
 

@@ -186,6 +186,63 @@ def test_log_probs_padded_dynamic_and_fixed_match_unpadded_forward(tiny_model_pa
         assert max(abs(u - v) for u, v in zip(y, ref, strict=True)) < 1e-5
 
 
+def _group_samples(n: int = 4, prompt_len: int = 5) -> list[Sample]:
+    """One GRPO group: the same prompt, responses of different lengths (right padding)."""
+    g = torch.Generator().manual_seed(1)
+    prompt = torch.randint(10, 2000, (prompt_len,), generator=g).tolist()
+    out = []
+    for i in range(n):
+        resp = torch.randint(10, 2000, (3 + 2 * i,), generator=g).tolist()
+        out.append(Sample(index=i, group_index=0, tokens=prompt + resp, response_length=len(resp),
+                          loss_mask=[1] * len(resp), reward=float(i % 2)))
+    return out
+
+
+def test_shared_prompt_forward_matches_padded_forward_values_and_training(tiny_model_path):
+    """A GRPO group in one micro-batch runs its prompt once; log-probs, reference log-probs and
+    the trained LoRA weights must equal the plain padded forward's."""
+    flags = ("--use-dynamic-batch-size", "--max-tokens-per-gpu", "256", "--use-lora", "--lora-rank", "4",
+             "--rollout-batch-size", "1", "--n-samples-per-prompt", "4")
+    shared_args = _args(tiny_model_path, *flags)
+    plain_args = _args(tiny_model_path, *flags, "--disable-shared-prompt-forward")
+    shared = FSDPTrainActor(ActorConfig.from_args(shared_args), shared_args)
+    plain = FSDPTrainActor(ActorConfig.from_args(plain_args), plain_args)
+    assert shared.cfg.shared_prompt_forward and not plain.cfg.shared_prompt_forward
+    samples = _group_samples()
+    toks, lens = [s.tokens for s in samples], [s.response_length for s in samples]
+    (mb,) = shared._micro_batches(toks, lens)
+    assert mb.shared_prompt_length() == 5
+    for reference in (False, True):
+        a = shared.compute_log_probs(toks, lens, reference=reference)
+        b = plain.compute_log_probs(toks, lens, reference=reference)
+        for s, x, y in zip(samples, a, b, strict=True):
+            assert len(x) == s.response_length
+            assert max(abs(u - v) for u, v in zip(x, y, strict=True)) < 1e-5
+    m_shared = train_rollout(shared, shared_args, [s for s in samples], build_loss_call(shared_args))
+    m_plain = train_rollout(plain, plain_args, _group_samples(), build_loss_call(plain_args))
+    assert m_shared["gradient/norm"] > 0
+    assert abs(m_shared["gradient/norm"] - m_plain["gradient/norm"]) < 1e-4 * m_plain["gradient/norm"]
+    trained = {n: p for n, p in shared.model.named_parameters() if p.requires_grad}
+    for n, p in plain.model.named_parameters():
+        if p.requires_grad:
+            assert torch.allclose(trained[n], p, atol=1e-6), n
+    changed = shared.compute_log_probs(toks, lens)
+    assert any(abs(u - v) > 1e-4 for x, y in zip(changed, a, strict=True) for u, v in zip(x, y, strict=True))
+
+
+def test_shared_prompt_length_needs_identical_prompts():
+    from slime.backends.fsdp.batching import pad_micro_batch
+
+    same = pad_micro_batch([0, 1], [[1, 2, 3, 4], [1, 2, 3, 5, 6]], [1, 2], pad_id=0)
+    assert same.shared_prompt_length() == 3
+    differ = pad_micro_batch([0, 1], [[1, 2, 3, 4], [1, 9, 3, 5, 6]], [1, 2], pad_id=0)
+    assert differ.shared_prompt_length() == 0
+    lengths = pad_micro_batch([0, 1], [[1, 2, 3, 4], [1, 2, 3, 5, 6]], [1, 3], pad_id=0)
+    assert lengths.shared_prompt_length() == 0
+    single = pad_micro_batch([0], [[1, 2, 3, 4]], [1], pad_id=0)
+    assert single.shared_prompt_length() == 0
+
+
 def test_train_step_improves_rewarded_samples_and_state_roundtrip(tiny_model_path, tmp_path):
     args = _args(tiny_model_path, "--use-dynamic-batch-size", "--max-tokens-per-gpu", "64", "--num-steps-per-rollout", "2")
     actor = FSDPTrainActor(ActorConfig.from_args(args), args)

@@ -98,13 +98,42 @@ class FSDPTrainActor:
         """Logits of positions first_needed .. T-1 only (`logits_to_keep`): the lm_head matmul
         and its [*, V] output are skipped for prompt positions no response token depends on.
         The returned tensor's position 0 is sequence position `mb.logits_offset`."""
+        model = model or self.model
         width = mb.input_ids.shape[1]
         mb.logits_offset = max(0, min(mb.prompt_lengths) - 1) if mb.prompt_lengths else 0
+        shared = mb.shared_prompt_length() if self._can_share_prompt() else 0
         with self._autocast():
-            out = (model or self.model)(input_ids=mb.input_ids.to(self.device),
-                                        attention_mask=mb.attention_mask.to(self.device), use_cache=False,
-                                        logits_to_keep=width - mb.logits_offset)
+            if shared:
+                return self._forward_shared_prompt(mb, model, shared)
+            out = model(input_ids=mb.input_ids.to(self.device), attention_mask=mb.attention_mask.to(self.device),
+                        use_cache=False, logits_to_keep=width - mb.logits_offset)
         return out.logits
+
+    def _can_share_prompt(self) -> bool:
+        if not self.cfg.shared_prompt_forward or (self.cfg.gradient_checkpointing and self.model.training):
+            return False  # HF turns the KV cache off under activation checkpointing in training mode
+        # a plain attention KV cache only (no recurrent / linear-attention layers to repeat)
+        layer_types = getattr(self.model.config, "layer_types", None) or ()
+        return all(t in ("full_attention", "sliding_attention") for t in layer_types)
+
+    def _forward_shared_prompt(self, mb: MicroBatch, model: torch.nn.Module, p: int) -> torch.Tensor:
+        """The rows share their first `p` tokens: run them once (batch 1), repeat the KV cache over
+        the rows and run only the responses on it. Gradients flow through the repeated cache into
+        the single prompt pass, so this is the same computation as the padded forward (up to fp
+        rounding) with the prompt's FLOPs divided by the number of rows."""
+        from transformers import DynamicCache
+
+        rows = mb.input_ids.shape[0]
+        ids = mb.input_ids.to(self.device)
+        mask = mb.attention_mask.to(self.device)
+        cache = DynamicCache()
+        head = model(input_ids=ids[:1, :p], attention_mask=mask[:1, :p], past_key_values=cache, use_cache=True,
+                     logits_to_keep=1)
+        cache.batch_repeat_interleave(rows)
+        positions = torch.arange(p, ids.shape[1], device=self.device).unsqueeze(0).expand(rows, -1)
+        tail = model(input_ids=ids[:, p:], attention_mask=mask, position_ids=positions, past_key_values=cache,
+                     use_cache=True)
+        return torch.cat([head.logits.expand(rows, -1, -1), tail.logits], dim=1)
 
     def _micro_batches(self, tokens: list[list[int]], response_lengths: list[int]) -> list[MicroBatch]:
         return make_micro_batches(tokens, response_lengths, self.tokenizer.pad_token_id,

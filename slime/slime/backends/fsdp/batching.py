@@ -26,6 +26,17 @@ class MicroBatch:
     def num_tokens(self) -> int:
         return int(self.attention_mask.sum())
 
+    def shared_prompt_length(self) -> int:
+        """P when every row (two or more) starts with the same P-token prompt and at least one row
+        has a response; else 0. GRPO's n samples of one prompt are such a micro-batch."""
+        if len(self.indices) < 2 or len(set(self.prompt_lengths)) != 1:
+            return 0
+        p = self.prompt_lengths[0]
+        if p < 1 or p >= self.input_ids.shape[1]:
+            return 0
+        head = self.input_ids[:, :p]
+        return p if bool((head == head[:1]).all()) else 0
+
 
 def partition_dynamic(lengths: list[int], max_tokens: int) -> list[list[int]]:
     """Group indices so that len(group) * max(length in group) <= max_tokens (a single sample

@@ -13,6 +13,8 @@ class ActorConfig:
     # precision: fp32 weights always; bf16 only as autocast around the forward pass
     bf16: bool = False
     gradient_checkpointing: bool = False
+    # one prompt forward per micro-batch whose rows share their prompt (see actor._forward)
+    shared_prompt_forward: bool = True
     # LoRA (peft)
     use_lora: bool = False
     lora_rank: int = 16
@@ -62,6 +64,7 @@ class ActorConfig:
             seed=int(get("seed", cls.seed)),
             bf16=bool(get("bf16", False)),
             gradient_checkpointing=bool(get("gradient_checkpointing", False)),
+            shared_prompt_forward=bool(get("shared_prompt_forward", True)),
             use_lora=bool(get("use_lora", False)),
             lora_rank=int(get("lora_rank", cls.lora_rank)),
             lora_alpha=float(get("lora_alpha", cls.lora_alpha)),
