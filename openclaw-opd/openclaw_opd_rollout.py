@@ -7,7 +7,7 @@
 
 The judge reads the next state (the user's reply) and, when it says what should change, accepts
 a textual *hint*. The teacher is the policy itself shown that hint (privileged hindsight, as in
-SDFT/SDPO): we append the hint to the turn's last user message and ask the engine for the
+SDFT/SDPO): we put the hint in front of the turn's last user message and ask the engine for the
 log-probs of the *sampled* response under that prompt. The token-level advantage is
 ``teacher_logp - old_logp`` (slime's `opd_advantages`), positive where the hint makes the sampled
 token more likely.
@@ -44,19 +44,22 @@ import openclaw_buffer_rollout as base  # noqa: E402
 from slime.rollout.base_types import RolloutFnTrainOutput  # noqa: E402
 from slime.utils.types import Sample  # noqa: E402
 
-HINT_HEADER = "[Hindsight from a previous attempt]"
-
 
 def teacher_messages(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:
-    """The turn's messages with the hint appended to the last user message (a new user message
-    when there is none, e.g. a tool-result turn)."""
+    """The turn's messages with the hint put in front of the last user message, as if the user
+    had said it up front (a new user message when there is none).
+
+    In front, not after: shown the hint after the question, SmolLM2-135M answers the hint (echoes
+    it, apologises) instead of the question, and distilling that teacher collapsed OPD into "I'm
+    sorry for any confusion." Greedy replies to 28 of the demo's training prompts with a "too
+    long" hint: hint after the question -> 15 echo or apologise, 10 on topic, 4 meet the persona's
+    rule; hint first -> 1, 22 and 12; no hint -> 0, 27 and 0."""
     out = [dict(m) for m in messages]
-    note = f"{HINT_HEADER} {hint}\nTake this into account in your answer."
     for m in reversed(out):
         if m.get("role") == "user" and isinstance(m.get("content"), str):
-            m["content"] = f"{m['content']}\n\n{note}"
+            m["content"] = f"{hint}\n\n{m['content']}"
             return out
-    return out + [{"role": "user", "content": note}]
+    return out + [{"role": "user", "content": hint}]
 
 
 @functools.lru_cache(maxsize=4)

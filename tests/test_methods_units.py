@@ -59,3 +59,17 @@ def test_combine_mixing_rules_on_advantages() -> None:
     assert torch.all(opd[0] == 0) and torch.allclose(total[0], torch.full((3,), 0.5))
     assert torch.all(rl[1] == 0) and torch.allclose(total[1], torch.tensor([1.0, -2.0, 0.0]))
     assert torch.allclose(total[2], torch.tensor([0.4 - 0.5, -0.4 - 0.5, 0.0 - 0.5]))
+
+
+def test_opd_teacher_sees_the_hint_before_the_question() -> None:
+    """The hint goes in front of the last user message (after it, a small model answers the hint);
+    earlier messages are untouched and the caller's list is not modified."""
+    import openclaw_opd_rollout as opd
+
+    messages = [{"role": "system", "content": "Be helpful."}, {"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "What is a calorie?"}]
+    out = opd.teacher_messages(messages, "Keep it short.")
+    assert out[-1]["content"] == "Keep it short.\n\nWhat is a calorie?"
+    assert out[:3] == messages[:3] and messages[-1]["content"] == "What is a calorie?"
+    tool_turn = [{"role": "assistant", "content": "", "tool_calls": []}, {"role": "tool", "content": "error"}]
+    assert opd.teacher_messages(tool_turn, "The command failed.")[-1] == {"role": "user", "content": "The command failed."}

@@ -44,7 +44,7 @@ class EvalPoint:
     mean_words: float
     kl_to_base: float | None  # mean per-token KL(policy || base) on the held-out replies
     seconds: float = 0.0
-    examples: list[dict[str, str]] = field(default_factory=list)
+    examples: list[dict[str, Any]] = field(default_factory=list)  # every held-out reply with its verdict
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -103,7 +103,7 @@ def kl_to_base(model: Any, sequences: list[tuple[list[int], list[int]]], micro_b
 
 def evaluate(url: str, tokenizer: Any, persona: Any, heldout: list[PromptItem], probe: list[ProbeItem], *,
              interactions: int, weight_version: int, max_tokens: int, probe_max_tokens: int = 32,
-             kl_model: Any = None, n_examples: int = 3) -> EvalPoint:
+             kl_model: Any = None) -> EvalPoint:
     import random
     import time
 
@@ -122,7 +122,8 @@ def evaluate(url: str, tokenizer: Any, persona: Any, heldout: list[PromptItem], 
         capability=100.0 * sum(probe_correct(t, q) for (_, _, t), q in zip(answers, probe, strict=True)) / max(1, len(probe)),
         mean_words=sum(words(t) for _, _, t in replies) / n,
         kl_to_base=kl, seconds=time.perf_counter() - t0,
-        examples=[{"prompt": item.prompt, "reply": text} for (_, _, text), item in list(zip(replies, heldout, strict=True))[:n_examples]],
+        examples=[{"prompt": item.prompt, "reply": text, "accepted": v.accepted, "on_topic": v.on_topic}
+                  for (_, _, text), item, v in zip(replies, heldout, verdicts, strict=True)],
     )
 
 
