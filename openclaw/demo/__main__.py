@@ -45,7 +45,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="scalar-reward baseline: the mean score of each training batch (one GRPO group), or 0")
     p.add_argument("--kl-coef", type=float, default=0.5,
                    help="KL(policy || base) loss weight (low-variance estimator; the base = adapters off)")
-    p.add_argument("--w-opd", type=float, default=None, help="combine: OPD weight (default: the method's, 1.0)")
+    p.add_argument("--w-opd", type=float, default=0.5,
+                   help="combine: OPD weight (the method's own default is 1.0; measured here, 1.0 drifted off topic "
+                        "and 0.5 passed: bench/results/methods_learning.md)")
     p.add_argument("--w-rl", type=float, default=None, help="combine: binary-RL weight (default: the method's, 1.0)")
     p.add_argument("--max-tokens", type=int, default=64,
                    help="reply cap while chatting (a reply that hits it is far over 25 words anyway)")
