@@ -61,6 +61,8 @@ def render(results: list[dict], command: str) -> str:
         kl = "-" if a.get("kl_to_base") is None else f"{a['kl_to_base']:.3f}"
         name = r["method"] + (" + length-only reward" if r.get("reward") == "length" else "")
         settings = f"baseline {r.get('baseline', 'zero')}, KL coef {r.get('kl_coef', 0):g}, lr {r.get('lr', 0):g}"
+        if r.get("w_opd") is not None:
+            settings += f", w_opd {r['w_opd']:g}, w_rl {r['w_rl']:g}"
         lines.append(f"| {name} | {settings} | {r['interactions']} | {r['train_steps']} | {r['minutes']:.1f} | "
                      f"{b['acceptance']:.0f} -> {a['acceptance']:.0f} | {b['preference']:.0f} -> {a['preference']:.0f} | "
                      f"{b['on_topic']:.0f} -> {a['on_topic']:.0f} | {b['capability']:.0f} -> {a['capability']:.0f} | "

@@ -28,6 +28,8 @@ def test_demo_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None:
     assert [p["interactions"] for p in result["points"]] == [0, 8]
     assert result["points"][-1]["weight_version"] >= 1  # the evaluated model is the trained one
     assert result["points"][-1]["kl_to_base"] > 0
+    assert (result["w_opd"], result["w_rl"]) == (0.5, 1.0)  # combine: the demo's OPD weight, the method's RL weight
+    assert [set(e) for e in result["points"][-1]["examples"]] == [{"prompt", "reply", "accepted", "on_topic"}] * 4
     assert (run_dir / "learning.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -227,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
         "command": "python -m openclaw.demo " + " ".join(sys.argv[1:]), "method": args.method, "reward": args.reward, "interactions": done, "train_steps": len(steps),
         "trained_samples": trainer.state.trained_samples, "weight_version": trainer.weight_version,
         "live_acceptance": 100 * accepted_live / max(1, done), "lr": lr, "lora_rank": args.lora_rank, "kl_coef": args.kl_coef, "baseline": args.baseline,
+        # the loss weights the trainer actually used (combine only; None for the other methods)
+        "w_opd": getattr(trainer.args, "openclaw_combine_w_opd", None), "w_rl": getattr(trainer.args, "openclaw_combine_w_rl", None),
         "minutes": (time.monotonic() - say.t0) / 60, "verdict": result.status, "reason": result.reason,
         "points": [p.to_dict() for p in points], "steps": [s.__dict__ for s in steps],
     }
