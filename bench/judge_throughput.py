@@ -21,13 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from openclaw.buffer import JUDGED, TrajectoryBuffer, TurnRecord
+from openclaw.judge.config import JudgeConfig
+from openclaw.judge.dataset import DEV_PATH
+from openclaw.judge.worker import JudgeService
 
-from openclaw.buffer import JUDGED, TrajectoryBuffer, TurnRecord  # noqa: E402
-from openclaw.judge.config import JudgeConfig  # noqa: E402
-from openclaw.judge.dataset import DEV_PATH  # noqa: E402
-from openclaw.judge.worker import JudgeService  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def dev_rows() -> list[dict]:

@@ -1,18 +1,12 @@
-"""Flags of openclaw-combine (`--extra-args-provider-path openclaw-combine/openclaw_combine_args.py`)."""
+"""Flags of openclaw-combine (`--extra-args-provider-path openclaw-combine/openclaw_combine_args.py`):
+the buffer and teacher flags (`openclaw.bridge.flags`) plus the two loss weights of combine_loss."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
-from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parents[1]
-sys.path.append(str(_ROOT / "openclaw-rl"))
-sys.path.append(str(_ROOT / "openclaw-opd"))
-
-import openclaw_opd_args  # noqa: E402
-import openclaw_rl_args  # noqa: E402
+from openclaw.bridge.flags import add_buffer_arguments, add_method_argument, add_teacher_arguments
 
 
 def _env_float(name: str, default: float) -> float:
@@ -21,9 +15,9 @@ def _env_float(name: str, default: float) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    openclaw_rl_args.add_buffer_arguments(parser)
-    openclaw_rl_args.add_method_argument(parser, "combine")
-    openclaw_opd_args.add_teacher_arguments(parser)
+    add_buffer_arguments(parser)
+    add_method_argument(parser, "combine")
+    add_teacher_arguments(parser)
     parser.add_argument("--openclaw-combine-w-opd", "--w-opd", dest="openclaw_combine_w_opd", type=float,
                         default=_env_float("OPENCLAW_COMBINE_W_OPD", 1.0),
                         help="weight of the OPD token advantage (teacher - old) (env OPENCLAW_COMBINE_W_OPD)")

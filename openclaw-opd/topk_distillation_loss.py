@@ -13,7 +13,7 @@ divergence. Reverse KL is mode-seeking: the student concentrates on the teacher'
 tokens rather than spreading over all of them.
 
     --custom-loss-function-path openclaw-opd/topk_distillation_loss.py:topk_distillation_loss
-    --opd-topk K   (the rollout then fetches the teacher top-k, openclaw_opd_rollout.teacher_topk)
+    --opd-topk K   (the rollout then fetches the teacher top-k, openclaw.bridge.teacher.teacher_topk)
 
 The teacher top-k reach the loss through files under --opd-topk-cache-dir keyed by the sample's
 token ids: slime's train batch carries per-token scalars (teacher_log_probs), not per-token
@@ -23,15 +23,11 @@ lists. Samples without a file (no hint) contribute 0 and are counted in opd/topk
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import torch
 
-sys.path.append(str(Path(__file__).resolve().parent))
-
-import openclaw_opd_rollout as opd  # noqa: E402
+from openclaw.bridge.teacher import tokens_key, topk_cache_dir
 
 
 def tail_log_prob(top_log_probs: torch.Tensor) -> torch.Tensor:
@@ -49,7 +45,7 @@ def bin_reverse_kl(student_log_probs: torch.Tensor, teacher_ids: torch.Tensor, t
 
 
 def load_topk(config: Any, tokens: Any) -> tuple[list[list[int]], list[list[float]]] | None:
-    path = opd.topk_cache_dir(config) / f"{opd.tokens_key(tokens)}.json"
+    path = topk_cache_dir(config) / f"{tokens_key(tokens)}.json"
     if not path.is_file():
         return None
     data = json.loads(path.read_text())

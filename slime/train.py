@@ -11,35 +11,24 @@ from __future__ import annotations
 
 import sys
 
-import ray
-from slime.ray.driver import Run, rollout_summary, setup
+from slime.ray.driver import Run, collect_rollout, finish_step, log_step, setup
 from slime.utils.arguments import ConfigError, parse_config
 from slime.utils.metrics import StepTimer
 
 
 def train(run: Run) -> None:
-    cfg, args = run.cfg, run.args
+    debug = run.cfg.debug
     for rollout_id in range(run.start_rollout_id, run.num_rollout):
         timer = StepTimer()
-        metrics: dict = {}
         with timer("rollout"):
             run.before_rollout()
-            samples, rollout_metrics, state = ray.get(run.generate(rollout_id))
-        run.data_states[rollout_id] = state
-        metrics.update(rollout_metrics)
-        metrics.update(rollout_summary(samples, args))
-        if not cfg.debug.debug_rollout_only:
-            with timer("train"):
-                metrics.update(run.train_on(rollout_id, samples))
-            if not cfg.debug.debug_train_only and run.weights.due(rollout_id):
-                with timer("weight_sync"):
-                    run.sync_weights()
-            metrics["weights/version"] = run.weights.version
-            if run.should_save(rollout_id):
-                with timer("save"):
-                    run.save(rollout_id)
-        metrics.update(timer.metrics(tokens=int(metrics.get("rollout/response_tokens", 0))))
-        run.logger.log(rollout_id, metrics)
+            samples, metrics = collect_rollout(run, rollout_id)
+        if debug.debug_rollout_only:
+            log_step(run, rollout_id, metrics, timer)
+            continue
+        with timer("train"):
+            metrics.update(run.train_on(rollout_id, samples))
+        finish_step(run, rollout_id, metrics, timer, sync=not debug.debug_train_only)
 
 
 def main(argv: list[str] | None = None) -> int:

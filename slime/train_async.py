@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import sys
 
-import ray
-from slime.ray.driver import Run, rollout_summary, setup
+from slime.ray.driver import Run, collect_rollout, finish_step, setup
 from slime.rollout.staleness import apply_staleness
 from slime.utils.arguments import ConfigError, parse_config
 from slime.utils.metrics import StepTimer, staleness_metrics
 
 
 def train_async(run: Run) -> None:
-    cfg, args = run.cfg, run.args
+    cfg = run.cfg
     if cfg.cluster.colocate:
         raise ValueError("train_async overlaps rollout and training: it cannot run with --colocate")
     start, end = run.start_rollout_id, run.num_rollout
@@ -27,11 +26,8 @@ def train_async(run: Run) -> None:
     for rollout_id in range(start, end):
         timer = StepTimer()
         with timer("wait_rollout"):
-            samples, rollout_metrics, state = ray.get(pending)
+            samples, metrics = collect_rollout(run, rollout_id, pending)
         pending = run.generate(rollout_id + 1) if rollout_id + 1 < end else None  # overlaps training
-        run.data_states[rollout_id] = state
-        metrics = dict(rollout_metrics)
-        metrics.update(rollout_summary(samples, args))
         kept = apply_staleness(samples, run.weights.version, cfg.rollout.max_staleness, cfg.rollout.staleness_policy,
                                int(cfg.data.n_samples_per_prompt))
         metrics.update(staleness_metrics([run.weights.version - lag for lag in kept.lags], run.weights.version,
@@ -39,18 +35,30 @@ def train_async(run: Run) -> None:
         if kept.samples:
             with timer("train"):
                 metrics.update(run.train_on(rollout_id, kept.samples, kept.weights))
-        if run.weights.due(rollout_id):
-            with timer("weight_sync"):
-                run.sync_weights()
-        metrics["weights/version"] = run.weights.version
-        if run.should_save(rollout_id):
-            with timer("save"):
-                run.save(rollout_id)
-        metrics.update(timer.metrics(tokens=int(metrics.get("rollout/response_tokens", 0))))
-        run.logger.log(rollout_id, metrics)
+        finish_step(run, rollout_id, metrics, timer)
+
+
+# The second public page's form (`train_async.py --rollout-dir --checkpoint-dir --method --gpus`) is
+# the OpenClaw method launcher's: slime never imports openclaw, so it is refused here with the way to it.
+PAGE_FLAGS = ("--rollout-dir", "--checkpoint-dir", "--method", "--gpus")
+
+
+def _page_form(argv: list[str]) -> str | None:
+    used = [f for f in PAGE_FLAGS if any(a == f or a.startswith(f + "=") for a in argv)]
+    if not used:
+        return None
+    return (f"{' '.join(used)}: the second public page's train_async.py is openclaw-combine/train_async.py "
+            "(python openclaw-combine/train_async.py --rollout-dir ./rollouts --checkpoint-dir ./checkpoints "
+            "--method combine --gpus 2,3): it trains a method (binary/opd/combine) on a server's recorded rollouts. "
+            "slime/train_async.py is the generic trainer: --rl-buffer-dir with the method's data source, --save DIR, "
+            "--actor-num-gpus-per-node N")
 
 
 def main(argv: list[str] | None = None) -> int:
+    page = _page_form(list(sys.argv[1:] if argv is None else argv))
+    if page:
+        print(f"error: {page}", file=sys.stderr)
+        return 2
     try:
         cfg = parse_config(argv)
     except ConfigError as exc:

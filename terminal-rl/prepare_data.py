@@ -13,9 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: sibling modules
-
-from terminal_tasks import load_tasks  # noqa: E402
+from terminal_tasks import load_tasks  # run as a script: Python puts this folder first on the import path
 
 
 def main(argv: list[str] | None = None) -> int:

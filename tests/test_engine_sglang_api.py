@@ -151,7 +151,7 @@ def test_flush_cache_refuses_while_generating(served, client):
             assert time.monotonic() < deadline
             time.sleep(0.01)
         assert httpx.get(url + "/flush_cache").status_code == 400
-        assert httpx.post(url + "/flush_cache").status_code == 400
+        assert httpx.post(url + "/flush_cache", json={}).status_code == 400  # a POST must be JSON (cross-site guard)
         with pytest.raises(SGLangClientError, match="flush_cache"):
             client.flush_cache(deadline_s=0.3)
         # Paused in place, nothing runs and no KV is shared across requests: the flush succeeds, so

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from openclaw.buffer import AWAITING, CLOSED, READY, TrajectoryBuffer
-from openclaw.server.config import RLConfig, ServerConfig
+from openclaw.server.config import parse_config
 
 TOOLS = [{
     "type": "function",
@@ -36,12 +36,13 @@ def engine(tiny_model_path: Path):
 
 
 @contextmanager
-def serve(engine: Any, buffer_dir: Path, idle: float = 600.0, **options: Any) -> Iterator[tuple[httpx.Client, Any]]:
-    """The real app with the intercept built through the server's own wiring (RLConfig)."""
+def serve(engine: Any, buffer_dir: Path, idle: float = 600.0, flags: tuple[str, ...] = ()) -> Iterator[tuple[httpx.Client, Any]]:
+    """The real app with the intercept built through the server's own wiring (its flags, parsed)."""
     from openclaw.server.app import create_app
     from openclaw.server.runner import serve_in_background
 
-    cfg = ServerConfig(rl=RLConfig(enabled=True, buffer_dir=buffer_dir, session_idle_timeout=idle, options=options))
+    cfg = parse_config(["--enable-rl-intercept", "--rl-buffer-dir", str(buffer_dir),
+                        "--session-idle-timeout", str(idle), *flags], env={})
     app = create_app(cfg, engine=engine)
     observer = app.state.openclaw.observer
     with serve_in_background(app) as srv, httpx.Client(base_url=srv.base_url, timeout=60) as client:
@@ -213,7 +214,7 @@ def test_interleaved_concurrent_sessions(engine: Any, tmp_path: Path) -> None:
 
 def test_idle_timeout_finalizes(engine: Any, tmp_path: Path) -> None:
     d = tmp_path / "buf"
-    with serve(engine, d, idle=0.3, rl_retention_ttl="1h") as (client, obs):
+    with serve(engine, d, idle=0.3, flags=("--rl-retention-ttl", "1h")) as (client, obs):
         chat(client, [{"role": "user", "content": "hi"}], {"X-Session-Id": "idle-1"})
         deadline = time.time() + 10
         while time.time() < deadline and read(d).session_turns("idle-1")[0].state != READY:
@@ -259,7 +260,7 @@ NEEDLES = [b"AbCdEfGhIjKlMnOpQrStUvWx", b"0123456789abcdefghijABCDEFGHIJ", b"AKI
 
 def test_redaction_nothing_on_disk(engine: Any, tmp_path: Path) -> None:
     d = tmp_path / "buf"
-    with serve(engine, d, rl_redact_pattern=r"CORP-TOKEN-\d+") as (client, _):
+    with serve(engine, d, flags=("--rl-redact-pattern", r"CORP-TOKEN-\d+")) as (client, _):
         m1 = [{"role": "user", "content": "here are my creds:\n" + "\n".join(SECRETS)}]
         r1 = chat(client, m1, {"X-Session-Id": "leaky"}, tools=TOOLS)
         m2 = m1 + [reply_of(r1), {"role": "user", "content": "oops, also " + SECRETS[0]}]
@@ -287,7 +288,7 @@ def test_redaction_control_without_redaction(engine: Any, tmp_path: Path) -> Non
     """The negative control: with --rl-no-redact the same grep does find the planted key, so
     the test above would catch a leak."""
     d = tmp_path / "buf"
-    with serve(engine, d, rl_no_redact=True) as (client, _):
+    with serve(engine, d, flags=("--rl-no-redact",)) as (client, _):
         chat(client, [{"role": "user", "content": "key " + SECRETS[0]}])
     assert NEEDLES[0] in b"".join(p.read_bytes() for p in d.iterdir())
 

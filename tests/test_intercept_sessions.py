@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from openclaw.buffer import TurnRecord
-from openclaw.intercept.config import InterceptConfig, InterceptConfigError
+from openclaw.intercept.config import InterceptConfig
 from openclaw.intercept.messages import INTERNAL_BEGIN, INTERNAL_END, next_state_from, runtime_session_id
 from openclaw.intercept.redact import Redactor
 from openclaw.intercept.sessions import SessionTracker
@@ -134,24 +134,26 @@ def test_redaction_recurses_and_counts() -> None:
     assert n == 2 and "ACME-1234" not in str(out) and "ghp_" not in str(out)
 
 
-def test_config_from_server_options(tmp_path: Path) -> None:
-    from openclaw.server.config import RLConfig
+def test_config_from_server_flags(tmp_path: Path) -> None:
+    """The server parses the intercept's flags once into its typed InterceptConfig: repeated
+    flags keep every value (no JSON lists), bad values are errors naming the flag."""
+    from openclaw.server.config import ConfigError, parse_config
 
     rules = tmp_path / "side.txt"
     rules.write_text("# comment\n(?i)title\n")
-    cfg = InterceptConfig.from_server_config(RLConfig(
-        enabled=True, buffer_dir=tmp_path, buffer_max_mb=5, session_idle_timeout=30,
-        options={"rl_retention_ttl": "30d", "rl_redact_pattern": '["A\\\\d+", "B\\\\d+"]',
-                 "rl_side_rules_file": str(rules), "rl_durability": "normal", "judge_workers": "4"}))
+    cfg = InterceptConfig.from_server_config(parse_config([
+        "--enable-rl-intercept", "--rl-buffer-dir", str(tmp_path), "--rl-buffer-max-mb", "5",
+        "--session-idle-timeout", "30", "--rl-retention-ttl", "30d", "--rl-redact-pattern", r"A\d+",
+        "--rl-side-rules-file", str(rules), "--rl-redact-pattern", r"B\d+", "--rl-durability", "normal"], env={}))
     assert cfg.retention_ttl == 30 * 86400 and cfg.session_idle_timeout == 30 and cfg.buffer_max_mb == 5
-    assert cfg.extra_redact_patterns == ("A\\d+", "B\\d+") and cfg.side_system_patterns == ("(?i)title",)
+    assert cfg.extra_redact_patterns == (r"A\d+", r"B\d+") and cfg.side_system_patterns == ("(?i)title",)
     assert cfg.durability == "normal"
-    with pytest.raises(InterceptConfigError, match="--rl-bogus"):
-        InterceptConfig.from_server_config(RLConfig(enabled=True, options={"rl_bogus": "1"}))
-    with pytest.raises(InterceptConfigError, match="invalid regular expression"):
-        InterceptConfig.from_server_config(RLConfig(enabled=True, options={"rl_redact_pattern": "(unclosed"}))
-    with pytest.raises(InterceptConfigError, match="duration"):
-        InterceptConfig.from_server_config(RLConfig(enabled=True, options={"rl_retention_ttl": "forever"}))
+    with pytest.raises(ConfigError, match="--rl-bogus"):
+        parse_config(["--enable-rl-intercept", "--rl-bogus", "1"], env={})
+    with pytest.raises(ConfigError, match="invalid regular expression"):
+        parse_config(["--enable-rl-intercept", "--rl-redact-pattern", "(unclosed"], env={})
+    with pytest.raises(ConfigError, match="duration"):
+        parse_config(["--enable-rl-intercept", "--rl-retention-ttl", "forever"], env={})
 
 
 def test_add_intercept_args_round_trip(tmp_path: Path) -> None:

@@ -156,8 +156,6 @@ def test_config_flags_and_env() -> None:
     assert _cfg([], {"JUDGE_MODEL_PATH": "/m"}).prm_model_path == "/m"
     assert _cfg(["--custom-rm-path", "./x.py"], {}).backend == "custom"
     assert _cfg(["--judge-backend", "cpu", "--judge-url", "http://h/v1"], {}).backend == "cpu"  # explicit wins
-    opts = JudgeConfig.from_options({"judge_workers": "3", "judge_timeout": "5", "judge_hints": False}, env={})
-    assert (opts.num_workers, opts.timeout_s) == (3, 5.0)
     for bad in (["--majority-vote-threshold", "0"], ["--prm-m", "0"], ["--judge-backend", "llm"],
                 ["--num-judge-workers", "0"]):
         with pytest.raises(JudgeConfigError):

@@ -1,21 +1,22 @@
-"""openclaw-rl's buffer data source on a real SQLite buffer: selection rules per method, surplus
-left in the buffer, and the consumer position committed together with trainer checkpoints."""
+"""The buffer-to-trainer bridge (`openclaw.bridge`) on a real SQLite buffer: selection rules per
+method, surplus left in the buffer, the consumer position committed together with trainer
+checkpoints, and no silent fallback (missing buffer, endless wait, unreadable engine version)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from slime.utils.checkpoint import CheckpointMeta, begin_checkpoint, commit_checkpoint
 
-from openclaw.buffer import TrajectoryBuffer, TurnRecord
-
-sys.path.append(str(Path(__file__).resolve().parents[1] / "openclaw-rl"))  # a plugin folder, not a package
-
-import openclaw_buffer_rollout as M  # noqa: E402
+import openclaw.bridge as M
+from openclaw.bridge.flags import DEFAULT_WAIT_TIMEOUT_S, add_buffer_arguments
+from openclaw.buffer import BufferNotFoundError, TrajectoryBuffer, TurnRecord
 
 # (score, hint): one turn of each signal kind, twice.
 SIGNALS = [(1.0, None), (-1.0, "be brief"), (0.0, "keep it short"), (0.0, None)] * 2
@@ -48,7 +49,8 @@ def _fill(buf_dir: Path, signals: list[tuple[float, str | None]], no_next_state:
 def _args(buf_dir: Path, method: str, batch: int, save: Path | None = None, load: Path | None = None, **kw: Any):
     return argparse.Namespace(rl_buffer_dir=str(buf_dir), buffer_consumer_id=None, rollout_batch_size=batch,
                               buffer_wait_timeout=kw.get("timeout", 5.0), buffer_min_batch=kw.get("min_batch", 1),
-                              buffer_poll_interval=0.05, max_staleness=None, save=str(save) if save else None,
+                              buffer_poll_interval=0.05, buffer_progress_interval=kw.get("progress", 30.0),
+                              max_staleness=kw.get("max_staleness"), save=str(save) if save else None,
                               load=str(load) if load else None, openclaw_method=method, custom_rm_path=None,
                               n_samples_per_prompt=1, advantage_estimator="grpo", rewards_normalization=False)
 
@@ -149,4 +151,65 @@ def _rec(i: int) -> TurnRecord:
 def test_rollout_needs_buffer_source(tmp_path: Path) -> None:
     args = _args(tmp_path / "buf", "rl", batch=1)
     with pytest.raises(ValueError, match="--data-source-path"):
-        M.generate_rollout(args, 0, None)
+        M.drain(args, None, "rl")
+
+
+# ---- no silent fallback ---------------------------------------------------------------------
+
+
+def test_missing_buffer_is_an_error_naming_the_path_and_the_server_flag(tmp_path: Path) -> None:
+    """A mistyped --rl-buffer-dir used to create an empty buffer and wait on it forever."""
+    wrong = tmp_path / "rl_bufer"
+    with pytest.raises(BufferNotFoundError) as err:
+        M.BufferDataSource(_args(wrong, "rl", batch=1))
+    assert str(wrong) in str(err.value) and "--enable-rl-intercept --rl-buffer-dir" in str(err.value)
+    assert not wrong.exists()  # nothing created on the way
+
+
+def test_wait_is_finite_by_default_and_reports_progress(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    add_buffer_arguments(parser)
+    defaults = parser.parse_args([])
+    assert defaults.buffer_wait_timeout == DEFAULT_WAIT_TIMEOUT_S and DEFAULT_WAIT_TIMEOUT_S < float("inf")
+    assert parser.parse_args(["--buffer-wait-timeout", "0"]).buffer_wait_timeout == 0  # 0: no limit, on request
+    _fill(tmp_path / "buf", SIGNALS[:2])  # two trainable turns for rl
+    lines: list[str] = []
+    ds = M.BufferDataSource(_args(tmp_path / "buf", "rl", batch=8, timeout=0.6, min_batch=8, progress=0.1),
+                            progress=lines.append)
+    with pytest.raises(TimeoutError, match="--buffer-wait-timeout"):
+        ds.take(8)
+    assert lines and all(line.startswith("waiting for 8 judged turns: 2 so far, ") for line in lines), lines
+
+
+class _VersionHandler(BaseHTTPRequestHandler):
+    version = "default"  # what SGLang reports when started without --weight-version
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        body = json.dumps({"weight_version": self.version}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_unreadable_engine_version_is_an_error_under_max_staleness() -> None:
+    """It used to turn the staleness check off silently."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _VersionHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        args = argparse.Namespace(max_staleness=1, rollout_engine_urls=[url])
+        with pytest.raises(RuntimeError, match="--max-staleness 1: the engine at .* reports weight version 'default'"):
+            M.engine_version(args)
+        assert M.engine_version(argparse.Namespace(max_staleness=None)) is None  # no limit asked: no question
+        _VersionHandler.version = "7"
+        assert M.engine_version(args) == 7
+    finally:
+        _VersionHandler.version = "default"
+        server.shutdown()
+        server.server_close()

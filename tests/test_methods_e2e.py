@@ -1,6 +1,6 @@
 """The three personal-agent methods end to end, short form: the real server (HTTP, RL intercept)
-on the tiny model, the real trajectory buffer, the CPU judge, slime's FSDP trainer with each
-method's plugins (loaded by file path, from the same flags as the launch scripts), and weight
+on the tiny model, the real trajectory buffer, the CPU judge, slime's training loop (in-process, as the demo runs it) with
+each method's plugins (loaded by file path, from the same flags as the launch scripts), and weight
 sync back into the serving engine.
 
 One buffer serves all three methods: consumption is per consumer id, so each method drains
@@ -10,7 +10,6 @@ the same judged turns independently.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,17 +17,14 @@ from typing import Any
 import httpx
 import pytest
 import torch
+from slime.utils.plugins import load_plugin
 
+import openclaw.bridge as base
+import openclaw.bridge.teacher as opd
 from openclaw.buffer import JUDGED, TrajectoryBuffer
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.append(str(REPO / "openclaw-rl"))
-sys.path.append(str(REPO / "openclaw-opd"))
-sys.path.append(str(REPO / "openclaw-combine"))
-
-import combine_loss  # noqa: E402
-import openclaw_buffer_rollout as base  # noqa: E402
-import openclaw_opd_rollout as opd  # noqa: E402
+# A method folder's module, loaded the way the trainer loads it (by file path).
+combine_advantages = load_plugin("openclaw-combine/combine_loss.py:combine_advantages")
 
 POSITIVE = "Thanks, perfect."
 NEGATIVE = "No, that's too long. I asked for a short answer: one or two sentences."  # -1 and a hint
@@ -48,6 +44,7 @@ def _chat(client: httpx.Client, sid: str, messages: list[dict], max_tokens: int,
 def stack(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory):
     """Server + intercept + CPU judge; six scripted sessions, all judged."""
     from openclaw.engines.hf_engine import HFEngine
+    from openclaw.intercept.config import InterceptConfig
     from openclaw.judge.config import JudgeConfig
     from openclaw.judge.worker import JudgeService
     from openclaw.server.app import create_app
@@ -56,7 +53,7 @@ def stack(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory):
 
     buf_dir = tmp_path_factory.mktemp("methods") / "rl_buffer"
     engine = HFEngine.load(str(tiny_model_path), dtype="float32", device="cpu", max_batch_size=8)
-    app = create_app(ServerConfig(rl=RLConfig(enabled=True, buffer_dir=buf_dir, session_idle_timeout=600)), engine=engine)
+    app = create_app(ServerConfig(rl=RLConfig(enabled=True, intercept=InterceptConfig(buffer_dir=buf_dir, session_idle_timeout=600))), engine=engine)
     server = serve_in_background(app)
     judge = JudgeService(JudgeConfig(backend="cpu", batch_size=16, poll_interval_s=0.2), buf_dir).start()
     try:
@@ -87,7 +84,7 @@ def _trainer(method: str, stack: dict, model: Path, tmp_path: Path, batch: int, 
                          buffer_dir=str(stack["buffer"]), batch_size=batch, lr=5e-2, lora_rank=8, wait_timeout=30.0,
                          extra=["--log-dir", str(tmp_path / "logs"), "--buffer-consumer-id", f"test-{method}-{tmp_path.name}"],
                          baseline=baseline)
-    return BackgroundTrainer(flags, stack["url"])
+    return BackgroundTrainer(flags)
 
 
 def _lora_state(model: Any) -> dict[str, torch.Tensor]:
@@ -200,7 +197,7 @@ def test_openclaw_combine(stack: dict, tiny_model_path: Path, tmp_path: Path) ->
         width = max(s.response_length for s in samples)
         pad = lambda rows: torch.tensor([r + [0.0] * (width - len(r)) for r in rows])  # noqa: E731
         mask = pad([[1.0] * s.response_length for s in samples])
-        total, opd_part, rl_part = combine_loss.combine_advantages(
+        total, opd_part, rl_part = combine_advantages(
             torch.tensor([s.reward for s in samples]), pad([s.teacher_log_probs for s in samples]),
             pad([s.rollout_log_probs for s in samples]), mask, w_opd=1.0, w_rl=1.0)
         for i, s in enumerate(samples):
@@ -231,7 +228,7 @@ def test_opd_topk_distillation(stack: dict, tiny_model_path: Path, tmp_path: Pat
                          extra=["--log-dir", str(tmp_path / "logs"), "--buffer-consumer-id", f"topk-{tmp_path.name}",
                                 "--opd-topk", "4", "--opd-topk-cache-dir", str(tmp_path / "topk"),
                                 "--custom-loss-function-path", "openclaw-opd/topk_distillation_loss.py:topk_distillation_loss"])
-    trainer = BackgroundTrainer(flags, stack["url"])
+    trainer = BackgroundTrainer(flags)
     try:
         before, v0 = _lora_state(trainer.model), trainer.weight_version
         rec = trainer.step_once()

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
+from slime.utils.plugins import load_plugin_module
 
-sys.path.append(str(Path(__file__).resolve().parents[1] / "openclaw-opd"))
+from openclaw.bridge.teacher import teacher_messages
 
-import topk_distillation_loss as topk  # noqa: E402
+# Method folders are plugin folders: their modules are loaded the way the trainer loads them.
+topk = load_plugin_module("openclaw-opd/topk_distillation_loss.py")
+combine_loss = load_plugin_module("openclaw-combine/combine_loss.py")
 
 
 def test_zero_when_student_is_teacher_and_positive_otherwise() -> None:
@@ -48,9 +48,6 @@ def test_tail_bin_is_the_remaining_mass() -> None:
 def test_combine_mixing_rules_on_advantages() -> None:
     """w_opd·(teacher − old) + w_rl·reward: score-only rows get no OPD term (teacher = behaviour),
     hint-only rows (reward 0) only the OPD term, padding stays 0."""
-    sys.path.append(str(Path(__file__).resolve().parents[1] / "openclaw-combine"))
-    import combine_loss
-
     old = torch.tensor([[-1.0, -2.0, -0.5], [-1.0, -2.0, 0.0], [-0.3, -0.2, -0.1]])
     teacher = torch.tensor([[-1.0, -2.0, -0.5], [-0.5, -3.0, 0.0], [-0.1, -0.4, -0.1]])
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
@@ -64,12 +61,10 @@ def test_combine_mixing_rules_on_advantages() -> None:
 def test_opd_teacher_sees_the_hint_before_the_question() -> None:
     """The hint goes in front of the last user message (after it, a small model answers the hint);
     earlier messages are untouched and the caller's list is not modified."""
-    import openclaw_opd_rollout as opd
-
     messages = [{"role": "system", "content": "Be helpful."}, {"role": "user", "content": "Hi"},
                 {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "What is a calorie?"}]
-    out = opd.teacher_messages(messages, "Keep it short.")
+    out = teacher_messages(messages, "Keep it short.")
     assert out[-1]["content"] == "Keep it short.\n\nWhat is a calorie?"
     assert out[:3] == messages[:3] and messages[-1]["content"] == "What is a calorie?"
     tool_turn = [{"role": "assistant", "content": "", "tool_calls": []}, {"role": "tool", "content": "error"}]
-    assert opd.teacher_messages(tool_turn, "The command failed.")[-1] == {"role": "user", "content": "The command failed."}
+    assert teacher_messages(tool_turn, "The command failed.")[-1] == {"role": "user", "content": "The command failed."}

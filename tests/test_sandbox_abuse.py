@@ -75,7 +75,6 @@ async def test_cannot_read_host_files_outside_binds(tmp_path):
             # Nor via /proc of a host process: the sandbox has its own pid namespace.
             r = await sb.run("ls /proc/*/root/ 2>&1 | head -50; cat /proc/1/cmdline")
             assert secret not in r.stdout
-            assert "/workspace" not in r.stdout.split("bwrap")[0] or True
             assert "bwrap" in r.stdout  # pid 1 is the sandbox's own init, not the host's
             # Host environment variables do not leak in.
             os.environ["OPENCLAW_TEST_SECRET"] = secret
@@ -306,6 +305,8 @@ def test_killing_the_parent_kills_the_sandbox():
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+        # The killed parent left its episode's work dir mount and cgroup: a new pool frees them.
+        SandboxPool(SandboxConfig(), size=1)
 
 
 async def test_background_processes_do_not_outlive_a_command():

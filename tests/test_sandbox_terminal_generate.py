@@ -5,19 +5,20 @@ engine's real log-probs."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
+from slime.utils.plugins import load_plugin_module
+from slime.utils.types import Sample
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "terminal-rl"))
+from openclaw.engines.sglang_client import SGLangClient
 
-from slime.utils.types import Sample  # noqa: E402
-
-from openclaw.engines.sglang_client import SGLangClient  # noqa: E402
+# terminal-rl is a plugin folder: its generate function loads the way the trainer loads it (by
+# file path; the loader also makes its sibling modules importable by name).
+terminal_generate = load_plugin_module("terminal-rl/terminal_generate.py")
+load_tasks = importlib.import_module("terminal_tasks").load_tasks
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
@@ -52,8 +53,6 @@ def make_args(model_path, url, **kw) -> argparse.Namespace:
 
 
 async def test_generate_builds_aligned_masked_sample(tiny_model_path, engine_url):
-    import terminal_generate
-    from terminal_tasks import load_tasks
 
     task = next(t for t in load_tasks() if t.id == "create-file")
     args = make_args(tiny_model_path, engine_url)
@@ -94,8 +93,6 @@ async def test_generate_builds_aligned_masked_sample(tiny_model_path, engine_url
 
 
 async def test_generate_respects_context_budget(tiny_model_path, engine_url):
-    import terminal_generate
-    from terminal_tasks import load_tasks
 
     task = next(t for t in load_tasks() if t.id == "count-lines")
     tok = terminal_generate.load_tokenizer(str(tiny_model_path))
@@ -114,7 +111,6 @@ async def test_generate_respects_context_budget(tiny_model_path, engine_url):
 
 
 async def test_generate_rejects_unknown_task(tiny_model_path, engine_url):
-    import terminal_generate
 
     args = make_args(tiny_model_path, engine_url)
     with pytest.raises(ValueError, match="unknown task id"):

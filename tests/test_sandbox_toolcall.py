@@ -4,30 +4,26 @@ rewards, GSM8K loading, and the generate function against the real embedded engi
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
+from slime.utils.plugins import load_plugin_module
+from slime.utils.types import Sample
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "toolcall-rl"))
+from openclaw.sandbox import SandboxConfig, SandboxPool
 
-from slime.utils.types import Sample  # noqa: E402
-from toolcall_env import ToolCallEnv  # noqa: E402
-from toolcall_tasks import (  # noqa: E402
-    MathTask,
-    extract_answer,
-    generate_train_set,
-    is_correct,
-    load_gsm8k,
-    normalize_number,
-)
-from toolcall_tools import CalculatorError, calculate, call_tool, load_tools_config  # noqa: E402
-
-from openclaw.sandbox import SandboxConfig, SandboxPool  # noqa: E402
+# toolcall-rl is a plugin folder: its modules load the way the trainer loads them (by file path;
+# the loader also makes the plugin's sibling modules importable by name).
+toolcall_generate = load_plugin_module("toolcall-rl/toolcall_generate.py")
+ToolCallEnv = importlib.import_module("toolcall_env").ToolCallEnv
+_tasks, _tools = importlib.import_module("toolcall_tasks"), importlib.import_module("toolcall_tools")
+MathTask, extract_answer, generate_train_set = _tasks.MathTask, _tasks.extract_answer, _tasks.generate_train_set
+is_correct, load_gsm8k, normalize_number = _tasks.is_correct, _tasks.load_gsm8k, _tasks.normalize_number
+CalculatorError, calculate, call_tool = _tools.CalculatorError, _tools.calculate, _tools.call_tool
+load_tools_config = _tools.load_tools_config
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 TOOLS = load_tools_config()
@@ -146,7 +142,6 @@ def engine_url(tiny_model_path):
 
 @needs_bwrap
 async def test_generate_against_real_engine(tiny_model_path, engine_url):
-    import toolcall_generate
 
     args = argparse.Namespace(hf_checkpoint=str(tiny_model_path), rollout_engine_urls=[engine_url], tools_config=None,
                               max_steps=3, parallel_envs=2, tool_use_bonus=0.1, sandbox="bwrap",
@@ -168,7 +163,7 @@ async def test_generate_against_real_engine(tiny_model_path, engine_url):
 
 
 def test_observation_format_from_real_tokenizer(tiny_model_path):
-    from toolcall_generate import template_tool_content
+    template_tool_content = toolcall_generate.template_tool_content
 
     from openclaw.sandbox.episode import load_tokenizer
     from openclaw.sandbox.trajectory import ObservationFormat

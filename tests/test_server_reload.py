@@ -79,7 +79,8 @@ def test_failed_reload_keeps_serving(server, tmp_path):
     version = httpx.get(url + "/get_weight_version").json()["weight_version"]
     resp = httpx.post(url + "/update_weights_from_disk", json={"model_path": str(tmp_path / "missing")}, timeout=60)
     assert resp.status_code == 400 and resp.json()["success"] is False
-    bad = httpx.post(url + "/update_weights_from_disk", content=b"{not json", timeout=60)
+    bad = httpx.post(url + "/update_weights_from_disk", content=b"{not json",
+                     headers={"content-type": "application/json"}, timeout=60)
     assert bad.status_code == 400 and "error" in bad.json()
     assert httpx.get(url + "/get_weight_version").json()["weight_version"] == version
     ok = httpx.post(url + "/v1/chat/completions", json={"messages": PROMPT, "max_tokens": 2}, timeout=60)

@@ -51,15 +51,17 @@ def test_config_refuses_public_bind_without_key():
     assert is_loopback("localhost") and is_loopback("127.8.0.1") and not is_loopback("example.org")
 
 
-def test_config_rl_passthrough_flags():
+def test_config_rl_flags_typed():
     cfg = parse_config(["--enable-rl-intercept", "--rl-buffer-dir", "/tmp/buf", "--rl-buffer-max-mb", "64",
-                        "--session-idle-timeout", "30", "--judge-model-path", "/j", "--rl-redact",
-                        "--rl-ttl-days=7"], env={})
+                        "--session-idle-timeout", "30", "--judge-workers", "2", "--judge-model-path", "/j",
+                        "--judge-backend", "llm"], env={})
     assert cfg.rl.enabled and cfg.rl.buffer_dir == Path("/tmp/buf")
-    assert cfg.rl.buffer_max_mb == 64 and cfg.rl.session_idle_timeout == 30
-    assert cfg.rl.options == {"judge_model_path": "/j", "rl_redact": True, "rl_ttl_days": "7"}
+    assert cfg.rl.intercept.buffer_max_mb == 64 and cfg.rl.intercept.session_idle_timeout == 30
+    assert cfg.rl.judge is not None and (cfg.rl.judge.num_workers, cfg.rl.judge.prm_model_path) == (2, "/j")
     with pytest.raises(ConfigError, match="unrecognized argument: --bogus"):
         parse_config(["--bogus", "1"], env={})
+    with pytest.raises(ConfigError, match=r"unrecognized argument: --rl-redact\b.*did you mean --rl-no-redact"):
+        parse_config(["--enable-rl-intercept", "--rl-redact"], env={})
     with pytest.raises(ConfigError, match="OPENCLAW_PORT"):
         parse_config([], env={"OPENCLAW_PORT": "eighty"})
 
@@ -135,10 +137,11 @@ class _ChatMLTokenizer:
 
     chat_template = "{% for message in messages %}...{% endfor %}"
 
-    def apply_chat_template(self, messages, add_generation_prompt, tokenize, tools=None):
-        assert tools is None and not tokenize
+    def apply_chat_template(self, messages, add_generation_prompt, tokenize, tools=None, **kw):
+        assert tools is None
         out = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
-        return out + ("<|im_start|>assistant\n" if add_generation_prompt else "")
+        out += "<|im_start|>assistant\n" if add_generation_prompt else ""
+        return self.encode(out, add_special_tokens=False) if tokenize else out  # render_prompt tokenises through it
 
     def encode(self, text, add_special_tokens):
         return list(text.encode())

@@ -3,7 +3,7 @@
     python toolcall-rl/prepare_data.py [--train-size 512] [--eval-limit 200] [--out-dir toolcall-rl/data]
 
 train.jsonl: templated multi-step arithmetic word problems generated here (seeded).
-eval.jsonl:  GSM8K test from ../shared/data/gsm8k_test.json (override with GSM8K_PATH or --gsm8k).
+eval.jsonl:  GSM8K test from toolcall-rl/data/gsm8k_test.json, shipped in the repo (override with GSM8K_PATH or --gsm8k).
 Rows: {"input": question, "label": answer, "metadata": {"question", "answer"}}.
 """
 
@@ -14,9 +14,10 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from toolcall_tasks import generate_train_set, load_gsm8k  # noqa: E402
+from toolcall_tasks import (  # run as a script: Python puts this folder first on the import path
+    generate_train_set,
+    load_gsm8k,
+)
 
 
 def _write(path: Path, tasks) -> None:
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-size", type=int, default=512)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-limit", type=int, default=None, help="first N GSM8K questions (default: all)")
-    p.add_argument("--gsm8k", default=None, help="GSM8K JSON/JSONL (default: $GSM8K_PATH or ../shared/data)")
+    p.add_argument("--gsm8k", default=None, help="GSM8K JSON/JSONL (default: $GSM8K_PATH or toolcall-rl/data/gsm8k_test.json)")
     p.add_argument("--out-dir", default=str(Path(__file__).resolve().parent / "data"))
     args = p.parse_args(argv)
     if args.train_size < 1:

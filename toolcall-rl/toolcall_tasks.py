@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-# The shared evaluation set lives next to the repository: ../shared/data/gsm8k_test.json.
-DEFAULT_GSM8K = REPO_ROOT.parent / "shared" / "data" / "gsm8k_test.json"
+# GSM8K's test split (MIT) ships in the repository, so a fresh clone evaluates without outside files.
+DEFAULT_GSM8K = Path(__file__).resolve().parent / "data" / "gsm8k_test.json"
 
 
 @dataclass(frozen=True)
@@ -23,12 +22,12 @@ class MathTask:
 
 
 def gsm8k_path() -> Path:
-    """GSM8K_PATH overrides the default ../shared/data/gsm8k_test.json (relative to the repo)."""
+    """GSM8K_PATH overrides the repository copy toolcall-rl/data/gsm8k_test.json."""
     return Path(os.environ.get("GSM8K_PATH") or DEFAULT_GSM8K)
 
 
 def load_gsm8k(path: str | Path | None = None, limit: int | None = None) -> list[MathTask]:
-    """[{"question", "ground_truth_answer"}] (the shared file) or GSM8K's own {"question", "answer": "... #### N"}."""
+    """[{"question", "ground_truth_answer"}] (the shipped copy) or GSM8K's own {"question", "answer": "... #### N"}."""
     p = Path(path) if path else gsm8k_path()
     if not p.is_file():
         raise FileNotFoundError(f"GSM8K file {str(p)!r} not found; set GSM8K_PATH")

@@ -25,7 +25,9 @@ Record life cycle (column `state`):
 
 API (all methods are synchronous and thread-safe; open one handle per process):
 
-    buf = TrajectoryBuffer.open(dir, max_mb=None, durability="full")
+    buf = TrajectoryBuffer.open(dir, max_mb=None, durability="full")   # creates the buffer if needed
+    buf = TrajectoryBuffer.open(dir, create=False)      # existing only: BufferNotFoundError names the path
+                                                        # and `--enable-rl-intercept --rl-buffer-dir DIR`
     # producer (the server's intercept)
     turn_id = buf.append_turn(TurnRecord(...))          # durable on return; RecordError, BufferFull
     buf.attach_next_state(session_id, {"role": "user", "content": "..."})  # -> turn_id | None
@@ -42,6 +44,22 @@ API (all methods are synchronous and thread-safe; open one handle per process):
     buf.consumer_position(consumer_id)                  # {"checkpoint_tag", "consumed", "max_turn_id", ...}
     # inspection and maintenance
     buf.stats(); buf.verify(); buf.purge_session(sid); buf.purge_older_than(seconds)
+    buf.latest_turns(n, after_turn_id=0, session_id=None)
+    # user control (rules in openclaw.control: feedback, ledger, retract)
+    buf.find_turn(request_id="chatcmpl-...")  or  buf.find_turn(session_id=sid, turn_index=0)
+    buf.put_feedback(turn, "down", -1.0, "comment"); buf.feedback_for(ids); buf.session_feedback(sid)
+    buf.record_trained(consumer, ids, step, version, save_dir=..., base_model=...); buf.ledger(...)
+    buf.record_export(path, sids); buf.exports_of(sid)
+    buf.retractions(unfinished=False); buf.retraction(sid)    # the retract journal
+
+Several processes (and several handles in one process) may have the buffer open at once: no
+code opens a raw descriptor on the database file, since closing one would drop this process's
+SQLite locks and let another process delete the WAL a live connection still writes to.
+`verify` also checks that every live process writes to the -wal/-shm at the path.
+
+One bad record fails only itself: `write_ops` returns a RecordError for that op (text SQLite
+cannot store, e.g. a lone surrogate, is refused before the transaction; an op that still fails
+inside it is isolated by replaying the group op by op under SAVEPOINTs); the rest commits.
 
 Exactly-once training: `fetch_judged` never marks anything, so a trainer that crashes before
 its checkpoint re-reads the same turns. The protocol: (1) save the checkpoint with the list of
@@ -52,10 +70,14 @@ loaded, replay step (2) from the ids stored in the checkpoint: `commit_consumed`
 Size bound (`max_mb`): when live data exceeds it, turns consumed by every known consumer are
 deleted oldest first; if that is not enough, new records are refused (BufferFull), counted in
 the persistent counter `dropped_buffer_full` and logged. Nothing unconsumed is evicted.
-Retention (`purge_older_than`) deletes everything older than the TTL, counted in `purged_ttl`.
+Retention (`purge_older_than`) deletes everything older than the TTL, counted in `purged_ttl`
+(the server runs it at start-up and on a timer). Module layout and tests: README.md here.
 Deleted rows are zeroed (secure_delete) and the WAL truncated after purges.
 """
 
+from openclaw.buffer.duration import parse_duration
+from openclaw.buffer.errors import BufferFull, BufferNotFoundError
+from openclaw.buffer.files import wal_problems
 from openclaw.buffer.records import (
     AWAITING,
     CLOSED,
@@ -65,33 +87,51 @@ from openclaw.buffer.records import (
     STATES,
     RecordError,
     TurnRecord,
+    content_text,
 )
-from openclaw.buffer.store import (
-    AppendOp,
-    AttachOp,
-    Batch,
-    BatchResult,
-    BufferFull,
-    CountOp,
-    FinalizeOp,
-    TrajectoryBuffer,
+from openclaw.buffer.schema import (
+    C_BAD_RECORD,
+    C_DROPPED_FULL,
+    C_EVICTED,
+    C_JUDGE_FAILED,
+    C_OPTED_OUT,
+    C_PURGED_SESSION,
+    C_PURGED_TTL,
+    C_REDACTED,
+    DB_NAME,
 )
+from openclaw.buffer.store import TrajectoryBuffer
+from openclaw.buffer.writes import AppendOp, AttachOp, Batch, BatchResult, CountOp, FinalizeOp, Op
 
 __all__ = [
-    "AppendOp",
-    "AttachOp",
-    "CountOp",
-    "FinalizeOp",
     "AWAITING",
     "CLOSED",
-    "JUDGE_FAILED",
+    "C_BAD_RECORD",
+    "C_DROPPED_FULL",
+    "C_EVICTED",
+    "C_JUDGE_FAILED",
+    "C_OPTED_OUT",
+    "C_PURGED_SESSION",
+    "C_PURGED_TTL",
+    "C_REDACTED",
+    "DB_NAME",
     "JUDGED",
+    "JUDGE_FAILED",
     "READY",
     "STATES",
+    "AppendOp",
+    "AttachOp",
     "Batch",
     "BatchResult",
     "BufferFull",
+    "BufferNotFoundError",
+    "CountOp",
+    "FinalizeOp",
+    "Op",
     "RecordError",
     "TrajectoryBuffer",
     "TurnRecord",
+    "content_text",
+    "parse_duration",
+    "wal_problems",
 ]

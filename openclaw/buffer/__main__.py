@@ -6,6 +6,8 @@
   import FILE [--tokenizer PATH] [--no-redact]
   verify                        SQLite integrity_check + buffer invariants (exit 1 on problems)
   purge --session ID | --older-than 30d
+  retract --session ID [--engine-url URL]   remove a session everywhere, roll served weights back
+  retract --pending [--engine-url URL]      finish retracts a crash interrupted
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from openclaw.buffer.duration import parse_duration
+from openclaw.buffer.errors import BufferNotFoundError
 from openclaw.buffer.exchange import ImportFormatError, export_sessions, import_sessions, parse_sessions
+from openclaw.buffer.files import wal_problems
 from openclaw.buffer.records import TurnRecord
-from openclaw.buffer.store import DB_NAME, TrajectoryBuffer
+from openclaw.buffer.schema import DB_NAME
+from openclaw.buffer.store import TrajectoryBuffer
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,6 +58,19 @@ def _parser() -> argparse.ArgumentParser:
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--session", action="append", default=None, help="session id (repeatable)")
     g.add_argument("--older-than", default=None, help="duration: 3600, 90m, 12h, 30d")
+    s = sub.add_parser("retract", parents=[common],
+                       help="remove a session everywhere (buffer, exports, hints, judge records, feedback) and roll "
+                            "the served weights back to a checkpoint that predates it (openclaw/control/README.md)")
+    g = s.add_mutually_exclusive_group(required=True)
+    g.add_argument("--session", default=None, help="session id")
+    g.add_argument("--pending", action="store_true", help="finish retracts a crash interrupted")
+    s.add_argument("--engine-url", default=os.environ.get("OPENCLAW_ENGINE_URL"),
+                   help="the serving engine / OpenClaw server (SGLang API), needed when the session was trained "
+                        "on (env OPENCLAW_ENGINE_URL)")
+    s.add_argument("--policy", default="stop", choices=("stop", "requeue"),
+                   help="after rolling back, trainers that used the session stop; 'stop' drops the training after "
+                        "the rollback point, 'requeue' gives its other turns back to them (re-applied when the "
+                        "trainer restarts from the rollback checkpoint)")
     return p
 
 
@@ -61,10 +79,10 @@ def _dir(args: argparse.Namespace) -> Path:
 
 
 def _open(args: argparse.Namespace, *, create: bool = False) -> TrajectoryBuffer:
-    d = _dir(args)
-    if not create and not (d / DB_NAME).exists():
-        raise SystemExit(f"openclaw.buffer: error: no trajectory buffer at {d} (set --dir or RL_BUFFER_DIR)")
-    return TrajectoryBuffer.open(d)
+    try:
+        return TrajectoryBuffer.open(_dir(args), create=create)
+    except BufferNotFoundError as e:
+        raise SystemExit(f"openclaw.buffer: error: {e}") from None
 
 
 def _short(s: str, n: int) -> str:
@@ -106,11 +124,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
     with _open(args) as b:
         def latest(after: int, n: int) -> list[TurnRecord]:
-            q = "SELECT turn_id FROM turns WHERE turn_id>?" + (" AND session_id=?" if args.session else "")
-            q += " ORDER BY turn_id DESC LIMIT ?"
-            params: list[Any] = [after] + ([args.session] if args.session else []) + [n]
-            ids = [r[0] for r in b._conn.execute(q, params).fetchall()][::-1]
-            return [t for i in ids if (t := b.get_turn(i)) is not None]
+            return b.latest_turns(n, after_turn_id=after, session_id=args.session)
 
         def show(ts: list[TurnRecord]) -> int:
             for t in ts:
@@ -128,6 +142,8 @@ def cmd_tail(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     with _open(args) as b:
         sessions = list(export_sessions(b, args.session, tokens=not args.text_only))
+        if args.out != "-":  # recorded before the file exists: a retract can always find (and rewrite) it
+            b.record_export(args.out, [s["session_id"] for s in sessions])
     if args.format == "json":
         text = json.dumps(sessions[0] if args.session and len(sessions) == 1 else sessions, indent=1, ensure_ascii=False)
     else:
@@ -174,9 +190,15 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    with _open(args) as b:
-        problems = b.verify()
-        n = b.stats()["turns"]
+    try:
+        with _open(args) as b:
+            problems = b.verify()
+            n = b.stats()["turns"]
+    except sqlite3.DatabaseError as e:
+        # A database SQLite cannot even open (e.g. a live writer's WAL was deleted under it):
+        # still say which process writes where, then fail.
+        problems = [f"cannot open the database: {e}", *wal_problems(_dir(args) / DB_NAME)]
+        n = 0
     if problems:
         for p in problems:
             print(p)
@@ -201,11 +223,44 @@ def cmd_purge(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_retract(args: argparse.Namespace) -> int:
+    from openclaw.control.retract import HTTPWeightTarget, RetractError, complete_pending, retract_session
+
+    engine = HTTPWeightTarget(args.engine_url) if args.engine_url else None
+    with _open(args) as b:
+        try:
+            results = complete_pending(b, engine) if args.pending else [retract_session(b, args.session, engine,
+                                                                                         args.policy)]
+        except RetractError as e:
+            print(f"openclaw.buffer: error: {e}", file=sys.stderr)
+            return 1
+    for r in results:
+        print(json.dumps(r.to_json(), indent=1))
+    if args.pending and not results:
+        print("no unfinished retract", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     return {"stats": cmd_stats, "tail": cmd_tail, "export": cmd_export, "import": cmd_import,
-            "verify": cmd_verify, "purge": cmd_purge}[args.cmd](args)
+            "verify": cmd_verify, "purge": cmd_purge, "retract": cmd_retract}[args.cmd](args)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """`main` for a shell: `... stats | head` closes the pipe early, which ends the command
+    quietly (status 141, as a process killed by SIGPIPE) instead of with a traceback."""
+    try:
+        rc = main(argv)
+        sys.stdout.flush()  # a closed pipe surfaces here, inside the handler, not at exit
+        return rc
+    except BrokenPipeError:
+        # Python flushes stdout again at exit; point it at /dev/null so that flush is silent.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + 13
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

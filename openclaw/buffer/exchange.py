@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from openclaw.buffer.records import READY, TURN_TYPES, TurnRecord
-from openclaw.buffer.store import AppendOp, FinalizeOp, TrajectoryBuffer
+from openclaw.buffer.store import TrajectoryBuffer
+from openclaw.buffer.writes import AppendOp, FinalizeOp
 
 
 class ImportFormatError(ValueError):

@@ -55,6 +55,9 @@ class TurnRecord:
     judgement: dict[str, Any] | None = None
     judge_attempts: int = 0
     judge_error: str | None = None
+    # The user's explicit rating ({"rating", "score", "comment", "changes", ...}) or None;
+    # it outranks the judge (openclaw.control.feedback).
+    feedback: dict[str, Any] | None = None
 
     def validate(self) -> None:
         if not isinstance(self.session_id, str) or not self.session_id:

@@ -93,8 +93,8 @@ def _backlog(buf: Any, consumer: str, pending: set[int], kinds: frozenset[str], 
 
 def run(args: argparse.Namespace) -> int:
     import torch
-    from slime.utils.plugins import load_plugin
 
+    from openclaw.bridge import trainable_kinds, turn_signal
     from openclaw.buffer import TrajectoryBuffer
     from openclaw.demo import evaluate as ev
     from openclaw.demo import report
@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
     from openclaw.demo.trainer import BackgroundTrainer
     from openclaw.demo.users import SimulatedUsers
     from openclaw.engines.hf_engine import HFEngine
+    from openclaw.intercept.config import InterceptConfig
     from openclaw.judge.config import JudgeConfig
     from openclaw.judge.worker import JudgeService
     from openclaw.models import resolve_model_path
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     say("loading the serving engine and starting the server (OpenAI API + RL intercept)")
     # Room for a whole evaluation set in one decode batch (45 held-out prompts).
     engine = HFEngine.load(model_path, dtype="float32", device="cpu", max_batch_size=max(48, args.concurrency))
-    app = create_app(ServerConfig(rl=RLConfig(enabled=True, buffer_dir=buffer_dir, session_idle_timeout=900.0)),
+    app = create_app(ServerConfig(rl=RLConfig(enabled=True, intercept=InterceptConfig(buffer_dir=buffer_dir, session_idle_timeout=900.0))),
                      engine=engine)
     server = serve_in_background(app)
     url = server.base_url
@@ -148,13 +149,12 @@ def run(args: argparse.Namespace) -> int:
                              wait_timeout=3.0, extra=extra + ["--log-dir", str(out / "logs")], baseline=args.baseline)
         (out / "trainer_flags.txt").write_text(" ".join(flags) + "\n")
         say("loading the trainer (slime FSDP actor, LoRA) with the method's plugins")
-        trainer = BackgroundTrainer(flags, url)
+        trainer = BackgroundTrainer(flags)
         tok = trainer.actor.tokenizer
         heldout, probe = ev.heldout_prompts()[: args.eval_limit], ev.load_probe()[: args.eval_limit]
-        signal = load_plugin("openclaw-rl/openclaw_buffer_rollout.py:turn_signal")
         # Which judged turns the trainer will take (with the length reward: every turn with feedback).
         kinds = frozenset({"hint+score", "hint", "score", "none"}) if args.reward == "length" else \
-            load_plugin("openclaw-rl/openclaw_buffer_rollout.py:trainable_kinds")(args.method)
+            trainable_kinds(args.method)
 
         def measure(n: int) -> Any:
             with trainer.pause():
@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
                     if trainer.state.error is not None:
                         raise RuntimeError(f"trainer failed: {trainer.state.error}") from trainer.state.error
                     # Stay near on-policy: talk again only when the trainer has (almost) caught up.
-                    if _backlog(watch, consumer, set(trainer.data_source.pending), kinds, signal) >= args.batch_size:
+                    if _backlog(watch, consumer, set(trainer.data_source.pending), kinds, turn_signal) >= args.batch_size:
                         time.sleep(0.5)  # polling the trainer's progress (a separate thread)
                         continue
                     n = min(args.batch_size, milestone - done)

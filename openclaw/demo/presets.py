@@ -1,7 +1,8 @@
 """Trainer flags of the three personal-agent methods (the same ones their launch scripts pass).
 
 The method folders are plugin folders, not packages: the trainer loads them by file path,
-resolved against the current directory and then the repository root.
+resolved against the current directory and then the repository root. The data source they all
+drain is library code (`openclaw.bridge.BufferDataSource`).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def method_flags(method: str, *, model_path: str, engine_addr: str, buffer_dir: 
         raise ValueError(f"--method must be one of {METHODS}, got {method!r}")
     flags = [
         "--hf-checkpoint", model_path, "--rollout-backend", "external", "--rollout-external-engine-addrs", engine_addr,
-        "--data-source-path", "openclaw-rl/openclaw_buffer_rollout.py:BufferDataSource",
+        "--data-source-path", "openclaw.bridge.BufferDataSource",
         *_METHOD_FLAGS[method],
         "--rl-buffer-dir", buffer_dir, "--buffer-min-batch", str(batch_size),
         *baseline_flags(method, batch_size, baseline), "--num-rollout", "1000000",

@@ -1,20 +1,19 @@
-"""The trainer of the demo: slime's FSDP train actor driven in a background thread.
+"""The trainer of the demo: slime's training loop, in-process, in a background thread.
 
-It is slime's synchronous loop (rollout -> train -> push weights) without Ray, so the demo fits
-in one process on two cores: the rollout function, data source and loss are the method folders'
-plugins, loaded from the same flags as the launch scripts; weights reach the serving engine
-through its `/update_weights_from_disk` (pause, load, flush, continue), as in production.
+The loop is the trainer's own (`slime.ray.driver`: `collect_rollout` -> `train_on` ->
+`finish_step`, the steps `slime/train.py` runs), brought up by `setup_local` without Ray so the
+demo fits in one process on two cores: one FSDP rank, the rollout manager over the serving
+engine (`--rollout-backend external`), the method folders' plugins from the same flags as the
+launch scripts; weights reach the engine through its `/update_weights_from_disk` (pause, load,
+flush, continue), as in production. This module only adds what the demo needs around it: a
+thread, a pause between steps (to evaluate), and a record of each step.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("openclaw.demo")
@@ -41,34 +40,38 @@ class TrainerState:
 class BackgroundTrainer:
     """`start()` the loop; `pause()` (a context manager) holds it between steps, e.g. to evaluate."""
 
-    def __init__(self, argv: list[str], engine_url: str) -> None:
-        from slime.backends.fsdp import ActorConfig, FSDPTrainActor
-        from slime.backends.fsdp.train_loop import build_loss_call
+    def __init__(self, argv: list[str]) -> None:
+        from slime.ray.driver import setup_local
         from slime.utils.arguments import parse_config
-        from slime.utils.plugins import load_plugin, load_rollout_fn
-        from slime.utils.weight_sync import WeightVersions
 
-        self.args = parse_config(argv).to_namespace()
-        self.engine_url = engine_url
-        self.args.rollout_engine_urls = [engine_url]
-        self.actor = FSDPTrainActor(ActorConfig.from_args(self.args), self.args)
-        self.loss_call = build_loss_call(self.args)
-        self.data_source = load_plugin(self.args.data_source_path, "data_source")(self.args)
-        self.rollout_fn = load_rollout_fn(self.args.rollout_function_path, self.args)
-        self.sync_root = Path(tempfile.mkdtemp(prefix="openclaw-demo-weights-"))
-        self.versions = WeightVersions(root=self.sync_root)
+        self.run = setup_local(parse_config(argv), echo_steps=False)  # the demo prints its own progress
+        # Kept past stop(): the demo evaluates the trained model after the loop has shut down.
+        self._actor = self.run.train.actor
+        self._data_source = self.run.rollout.m.data_source
         self.state = TrainerState()
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="openclaw-demo-trainer", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="openclaw-demo-trainer", daemon=True)
+
+    @property
+    def args(self) -> Any:
+        return self.run.args
+
+    @property
+    def actor(self) -> Any:
+        return self._actor
 
     @property
     def model(self) -> Any:
         return self.actor.model
 
     @property
+    def data_source(self) -> Any:
+        return self._data_source
+
+    @property
     def weight_version(self) -> int:
-        return self.versions.version
+        return self.run.weights.version
 
     def start(self) -> BackgroundTrainer:
         self._thread.start()
@@ -79,34 +82,34 @@ class BackgroundTrainer:
         return self._lock
 
     def step_once(self) -> StepRecord | None:
-        """One rollout (waits for judged turns) -> train -> push weights. None: nothing to train yet."""
-        from slime.backends.fsdp.train_loop import train_rollout
-        from slime.rollout.base_types import normalize_rollout_output
-        from slime.utils.weight_sync import push_to_engines
+        """One step of the trainer's loop. None: no judged turns to train on yet (the rollout's
+        --buffer-wait-timeout expired)."""
+        from slime.ray.driver import collect_rollout, finish_step
+        from slime.utils.metrics import StepTimer
 
+        run, rollout_id = self.run, self.run.start_rollout_id + len(self.state.steps)
+        timer = StepTimer()
         try:
-            out = normalize_rollout_output(self.rollout_fn(len(self.state.steps), self.data_source))
+            with timer("rollout"):
+                samples, metrics = collect_rollout(run, rollout_id)
         except TimeoutError:
             return None
-        samples = [s for g in out.samples for s in g]
-        self.state.skipped += int(sum(v for k, v in out.metrics.items() if k.startswith("rollout/buffer_skipped/")))
+        self.state.skipped += int(sum(v for k, v in metrics.items() if k.startswith("rollout/buffer_skipped/")))
         if not samples:
             return None
-        t0 = time.perf_counter()
         with self._lock:
-            metrics = train_rollout(self.actor, self.args, samples, self.loss_call)
-            folder = self.versions.next_folder()
-            self.actor.save_hf(folder)
-            push_to_engines([self.engine_url], folder, self.versions.version + 1)
-            self.versions.committed(folder)
-        metrics.update({k: float(v) for k, v in out.metrics.items() if isinstance(v, (int, float))})
-        rec = StepRecord(step=len(self.state.steps), samples=len(samples), weight_version=self.versions.version,
-                         seconds=time.perf_counter() - t0, metrics=metrics, samples_data=samples)
+            with timer("train"):
+                metrics.update(run.train_on(rollout_id, samples))
+            finish_step(run, rollout_id, metrics, timer)
+        rec = StepRecord(step=len(self.state.steps), samples=len(samples), weight_version=run.weights.version,
+                         seconds=float(metrics.get("time/train", 0.0)) + float(metrics.get("time/weight_sync", 0.0)),
+                         metrics={k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))},
+                         samples_data=samples)
         self.state.steps.append(rec)
         self.state.trained_samples += len(samples)
         return rec
 
-    def _run(self) -> None:
+    def _loop(self) -> None:
         try:
             while not self._stop.is_set():
                 self.step_once()
@@ -118,7 +121,5 @@ class BackgroundTrainer:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
-        shutil.rmtree(self.sync_root, ignore_errors=True)
-        close = getattr(self.data_source, "close", None)
-        if close is not None and not self._thread.is_alive():
-            close()
+        if not self._thread.is_alive():
+            self.run.shutdown()

@@ -52,6 +52,14 @@ from openclaw.engines.sampling import RowSampling, sample_batch
 from openclaw.engines.weights import is_adapter_folder, load_model, parse_dtype
 
 log = logging.getLogger(__name__)
+# torch.Generator.manual_seed accepts exactly this range; anything else raises inside the batch loop.
+SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
+
+
+def unloadable_message(model_path: str) -> str:
+    """The one answer for a folder that cannot be loaded, whatever the reason: the reason (missing
+    folder, unreadable file, bad config, other vocabulary) would tell a caller which paths exist."""
+    return f"failed to load weights from {model_path}: not a loadable model or adapter folder (see the server log)"
 
 
 class EngineClosed(RuntimeError):
@@ -85,6 +93,11 @@ class _Job:
 
 class HFEngine:
     """Continuous-batching transformers engine implementing `openclaw.engines.base.Engine`."""
+
+    # "pause": callers pause around a weight update (slime's RL sequence, single-version samples);
+    # "live": a server answering users sets this so that the trainer's push does not pause it
+    # (slime.utils.weight_sync reads it from /get_server_info). The swap itself is the same.
+    weight_swap = "pause"
 
     def __init__(self, model: torch.nn.Module, tokenizer, model_path: str, base_model_path: str,
                  device: str, dtype: torch.dtype, max_batch_size: int = 16,
@@ -122,6 +135,7 @@ class HFEngine:
         self._seed_rng = random.Random(int.from_bytes(os.urandom(8), "little"))
         self._ids = itertools.count()
         self.steps = 0  # decode steps run (for tests/metrics)
+        self.last_weight_update: dict[str, float] | None = None  # {"load_s", "pause_s", ...} of the last swap
         self._thread = threading.Thread(target=self._run, name="hf-engine-scheduler", daemon=True)
         self._thread.start()
 
@@ -219,6 +233,9 @@ class HFEngine:
             raise ValueError("top_p must be in (0, 1]")
         if p.top_k == 0 or p.top_k < -1:
             raise ValueError("top_k must be -1 (disabled) or >= 1")
+        if p.seed is not None and (isinstance(p.seed, bool) or not isinstance(p.seed, int)
+                                   or not SEED_MIN <= p.seed <= SEED_MAX):
+            raise ValueError(f"seed must be an integer in [{SEED_MIN}, {SEED_MAX}] (what torch.Generator accepts)")
         if not 0 <= request.top_logprobs_num <= self._vocab_size:
             raise ValueError(f"top_logprobs_num must be in [0, {self._vocab_size}]")
         if request.logprob_start_len >= n:
@@ -265,24 +282,37 @@ class HFEngine:
         try:
             loaded = await asyncio.to_thread(load_model, model_path, self._dtype, str(self._device),
                                              self._base_model_path)
-        except Exception as exc:  # noqa: BLE001 - reported to the caller, engine keeps serving
-            return False, f"failed to load weights from {model_path}: {exc}"
+        except Exception:  # noqa: BLE001 - reported to the caller, engine keeps serving
+            log.warning("update_weights_from_disk(%r) failed", model_path, exc_info=True)
+            return False, unloadable_message(model_path)
         old_vocab = self._vocab_size
         new_vocab = int(loaded.model.config.vocab_size)
         if new_vocab != old_vocab:
-            return False, f"vocab size mismatch: serving {old_vocab}, {model_path} has {new_vocab}"
+            log.warning("update_weights_from_disk(%r) refused: vocab size %d, serving %d", model_path, new_vocab,
+                        old_vocab)
+            return False, unloadable_message(model_path)
 
-        def swap() -> int:
+        loaded_s = time.perf_counter() - start
+
+        retired: list[torch.nn.Module] = []
+
+        def swap() -> tuple[int, float]:
+            # Runs on the scheduler thread between two decode steps: the only time decoding stops.
+            t0 = time.perf_counter()
+            retired.append(self._model)  # freed below, off the scheduler thread (~0.1 s for 135M fp32)
             self._model = loaded.model
             self._model_path = str(model_path)
             if not is_adapter_folder(model_path):
                 self._base_model_path = loaded.base_model_path
             self._weight_version = weight_version if weight_version is not None else self._weight_version + 1
-            return self._weight_version
+            return self._weight_version, time.perf_counter() - t0
 
-        version = await self._control(swap)
+        version, paused = await self._control(swap)
+        await asyncio.to_thread(retired.clear)
         took = time.perf_counter() - start
-        return True, f"Succeeded to update model weights from {model_path} (weight_version={version}, {took:.2f}s)."
+        self.last_weight_update = {"weight_version": version, "load_s": loaded_s, "pause_s": paused, "total_s": took}
+        return True, (f"Succeeded to update model weights from {model_path} (weight_version={version}, {took:.2f}s; "
+                      f"decoding paused {paused * 1000:.1f} ms).")
 
     async def pause_generation(self, abort: bool = False) -> None:
         """Stop running decode steps and admitting requests; with abort=True, in-flight requests
@@ -478,8 +508,17 @@ class HFEngine:
         return DynamicCache(config=self._model.config)
 
     def _prefill(self, jobs: list[_Job]) -> None:
+        ready = []
         for job in jobs:
-            self._setup_job(job)
+            try:
+                self._setup_job(job)
+            except Exception as exc:  # noqa: BLE001 - one request's bad parameters must not fail its batch
+                log.warning("request %s failed its setup and was dropped alone: %s", job.rid, exc)
+                self._deliver([(job, ValueError(f"the engine could not set up this request: {exc}"))])
+                job.done = True
+                continue
+            ready.append(job)
+        jobs = ready
         # Nothing to compute for a request that wants neither tokens nor prompt log-probs.
         idle = [j for j in jobs if j.max_new == 0 and not (j.req.return_logprob and j.req.logprob_start_len >= 0)]
         for job in idle:

@@ -24,8 +24,14 @@ from fastapi import FastAPI
 from openclaw.engines.sglang_api import sglang_router
 
 
-def create_app(engine) -> FastAPI:
-    """A FastAPI app with the SGLang endpoints; the engine is shut down with the app."""
+def create_app(engine, host: str = "127.0.0.1") -> FastAPI:
+    """A FastAPI app with the SGLang endpoints; the engine is shut down with the app.
+
+    Like the OpenAI server it refuses what a browser page could send (non-JSON POSTs, a foreign
+    Origin, and on a loopback bind a foreign Host): a page must not swap this engine's weights.
+    """
+    from openclaw.server.config import is_loopback
+    from openclaw.server.middleware import CrossSiteGuard
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -35,6 +41,8 @@ def create_app(engine) -> FastAPI:
     app = FastAPI(title="openclaw embedded engine (SGLang API)", lifespan=lifespan)
     app.include_router(sglang_router(engine))
     app.state.engine = engine
+    # A wildcard/LAN bind is reached under whatever name the trainer's nodes use: no Host check there.
+    app.add_middleware(CrossSiteGuard, bind_host=host, check_host=is_loopback(host))
     return app
 
 
@@ -97,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
                            max_batch_size=args.max_batch_size, served_model_name=args.served_model_name)
     print(f"openclaw engine ready: http://{args.host}:{args.port} model={engine.model_path} "
           f"dtype={args.dtype} device={engine.device}", flush=True)
-    uvicorn.run(create_app(engine), host=args.host, port=args.port, log_level=args.log_level)
+    from openclaw.server.runner import DEFAULT_HEADER_TIMEOUT, h11_with_header_timeout
+
+    uvicorn.run(create_app(engine, args.host), host=args.host, port=args.port, log_level=args.log_level,
+                http=h11_with_header_timeout(DEFAULT_HEADER_TIMEOUT))  # slow request heads are dropped
     return 0
 
 

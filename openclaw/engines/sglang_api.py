@@ -26,6 +26,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from openclaw.engines.base import GenerationRequest, GenerationResult, TokenEvent
 from openclaw.engines.sglang_protocol import ProtocolError, meta_info, parse_sampling_params, result_to_sglang
+from openclaw.engines.textcheck import lone_surrogate_path
+from openclaw.engines.tokenizer_lock import tokenizer_lock
 
 _GENERATE_KEYS = {"text", "input_ids", "sampling_params", "rid", "return_logprob", "logprob_start_len",
                   "top_logprobs_num", "return_text_in_logprobs", "stream", "prompt",
@@ -54,6 +56,9 @@ async def _json_body(request: Request, allow_empty: bool = True) -> dict[str, An
         raise ProtocolError(f"malformed JSON body: {exc}") from None
     if not isinstance(body, dict):
         raise ProtocolError("request body must be a JSON object")
+    where = lone_surrogate_path(body)
+    if where is not None:
+        raise ProtocolError(f"'{where}' contains a lone UTF-16 surrogate, which is not valid Unicode text", where)
     return body
 
 
@@ -78,7 +83,9 @@ def _build_requests(engine, body: dict[str, Any]) -> tuple[list[GenerationReques
         texts = text if batched else [text]
         if not texts or not all(isinstance(t, str) for t in texts):
             raise ProtocolError("'text' must be a string or a non-empty list of strings", "text")
-        prompts = [engine.tokenizer.encode(t) for t in texts]
+        # SGLang semantics: `text` is the rendered prompt, its control tokens are meant as tokens.
+        with tokenizer_lock(engine.tokenizer):
+            prompts = [engine.tokenizer.encode(t) for t in texts]
     else:
         if not isinstance(input_ids, list) or not input_ids:
             raise ProtocolError("'input_ids' must be a non-empty list of integers (or a list of such lists)", "input_ids")
@@ -157,7 +164,8 @@ def sglang_router(engine) -> APIRouter:
     async def generate(request: Request):
         try:
             body = await _json_body(request, allow_empty=False)
-            reqs, batched, opts = _build_requests(engine, body)
+            # Tokenising long `text` prompts takes CPU time: off the event loop.
+            reqs, batched, opts = await asyncio.to_thread(_build_requests, engine, body)
         except ProtocolError as exc:
             return _error(400, str(exc), exc.param)
         if body.get("stream"):
@@ -282,7 +290,9 @@ def sglang_router(engine) -> APIRouter:
         return JSONResponse({
             "model_path": engine.model_path, "context_length": engine.max_context_len,
             "max_running_requests": getattr(engine, "max_batch_size", None), "weight_version": str(engine.weight_version),
-            "num_pending": engine.num_pending(), "paused": getattr(engine, "is_paused", False), "backend": "hf"})
+            "num_pending": engine.num_pending(), "paused": getattr(engine, "is_paused", False), "backend": "hf",
+            # "live": weights swap between two decode steps, callers need not pause (weight_sync.py)
+            "weight_swap": getattr(engine, "weight_swap", "pause")})
 
     @router.get("/health")
     async def health():
@@ -293,7 +303,8 @@ def sglang_router(engine) -> APIRouter:
         if getattr(engine, "is_paused", False):
             return Response(status_code=200)  # paused on purpose (weight sync): alive, not generating
         tok = engine.tokenizer
-        ids = tok.encode("ping") or [tok.eos_token_id or 0]
+        with tokenizer_lock(tok):
+            ids = tok.encode("ping") or [tok.eos_token_id or 0]
         req = GenerationRequest(input_ids=tuple(ids), params=parse_sampling_params({"max_new_tokens": 1, "temperature": 0}))
         try:
             await asyncio.wait_for(engine.generate(req), timeout=60)

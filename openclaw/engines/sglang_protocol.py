@@ -158,10 +158,16 @@ def result_to_sglang(result: GenerationResult, **kw) -> dict[str, Any]:
 
 
 def _as_int_version(v: Any) -> int:
+    """SGLang reports the string "default" until the first weight update: that is version 0.
+    Anything else that is not an integer is an engine we do not understand, and the staleness
+    check would be blind to it: refuse rather than guess."""
+    if v is None or v == "default":
+        return 0
     try:
         return int(v)
     except (TypeError, ValueError):
-        return 0  # SGLang's default version is the string "default"
+        raise ValueError(f"unreadable weight_version {v!r} from the engine: expected an integer "
+                         f"(or SGLang's initial 'default')") from None
 
 
 def result_from_sglang(d: dict[str, Any], prompt_ids: tuple[int, ...] = ()) -> GenerationResult:

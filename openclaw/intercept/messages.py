@@ -20,6 +20,35 @@ _INTERNAL_BLOCK = re.compile(re.escape(INTERNAL_BEGIN) + r"[\s\S]*?(?:" + re.esc
 _RUNTIME_SESSION = re.compile(r"(?:^|[\s|])sessionId=([\x21-\x7b\x7d\x7e]{1,256})")
 
 
+# Utility calls the OpenClaw CLI (npm `openclaw` 2026.9.6) makes besides agent turns, recognised by
+# text it always sends: its compaction summariser's system prompt (SUMMARIZATION_SYSTEM_PROMPT,
+# also used for split-turn and branch summaries) and the memory-core plugin's pre-compaction flush
+# (system prompt section and user prompt; the flush runs in its own `internal-session-effects`
+# session). Their replies are housekeeping, not the agent's behaviour: they are `side` turns.
+OPENCLAW_COMPACTION_SUMMARY = "openclaw_compaction_summary"
+OPENCLAW_MEMORY_FLUSH = "openclaw_memory_flush"
+_UTILITY_SYSTEM_MARKERS = (
+    ("You are a context summarization assistant.", OPENCLAW_COMPACTION_SUMMARY),
+    ("Pre-compaction memory flush turn.", OPENCLAW_MEMORY_FLUSH),
+)
+_UTILITY_USER_PREFIXES = (("Pre-compaction memory flush.", OPENCLAW_MEMORY_FLUSH),)
+
+
+def openclaw_utility_kind(messages: list[dict[str, Any]]) -> str | None:
+    """Which OpenClaw utility call a request is (see above), or None for an ordinary turn. Only
+    the system prompt (the client's own text) and the start of the last user message count, so a
+    user quoting the phrases mid-conversation does not turn their turn into a side turn."""
+    sys_text = system_text(messages)
+    for marker, kind in _UTILITY_SYSTEM_MARKERS:
+        if marker in sys_text:
+            return kind
+    user = last_user_text(messages).lstrip()
+    for prefix, kind in _UTILITY_USER_PREFIXES:
+        if user.startswith(prefix):
+            return kind
+    return None
+
+
 def is_internal_context(msg: dict[str, Any]) -> bool:
     """OpenClaw's synthetic trailing user message: only an internal-context block. It is sent
     once and never kept in later history, so it is neither history nor a next state."""

@@ -9,22 +9,30 @@ import time
 from typing import Any
 
 from openclaw.buffer import (
+    C_OPTED_OUT,
+    C_REDACTED,
     AppendOp,
     AttachOp,
     BufferFull,
     CountOp,
     FinalizeOp,
+    Op,
     RecordError,
     TrajectoryBuffer,
     TurnRecord,
 )
-from openclaw.buffer.store import C_OPTED_OUT, C_REDACTED, Op
 from openclaw.intercept.config import InterceptConfig
 from openclaw.intercept.redact import Redactor
 from openclaw.intercept.sessions import SessionTracker
 from openclaw.intercept.writer import GroupCommitWriter
 
 log = logging.getLogger("openclaw.intercept")
+
+
+def retention_period(ttl: float, maintenance_interval: float) -> float:
+    """How often retention runs: a tenth of the TTL (a record outlives it by at most 10%),
+    at most every maintenance interval, at least every 50 ms."""
+    return max(0.05, min(ttl / 10, maintenance_interval))
 
 
 class InterceptObserver:
@@ -36,14 +44,22 @@ class InterceptObserver:
         self.redactor = Redactor(extra=config.compiled_redact) if config.redact else None
         self.tracker = SessionTracker(config)
         self._restore()
-        self.writer = GroupCommitWriter(self.buffer, config.max_batch)
+        ttl = config.retention_ttl
+        # Retention runs at start-up (`_restore`) and on the writer thread's timer, with or
+        # without requests: a record must not outlive its TTL because nobody chatted.
+        self.writer = GroupCommitWriter(
+            self.buffer, config.max_batch,
+            periodic=(lambda b: b.purge_older_than(ttl)) if ttl is not None else None,
+            period_s=retention_period(ttl, config.maintenance_interval) if ttl is not None else 5.0,
+        )
         self._maintenance: asyncio.Task | None = None
-        self._last_retention = 0.0
         self._closed = False
 
     def _restore(self) -> None:
         """After a restart: finalize sessions idle too long, rebuild the rest (continuity index
         and open turn) from the buffer, so a conversation continues in the same session."""
+        if self.config.retention_ttl is not None:
+            self.buffer.purge_older_than(self.config.retention_ttl)
         self.buffer.finalize_idle_sessions(self.config.session_idle_timeout)
         for s in self.buffer.open_sessions():
             turns = [t for t in self.buffer.session_turns(s["session_id"]) if t.turn_type == "main"]
@@ -116,6 +132,9 @@ class InterceptObserver:
             "session_source": decision.source,
             "finish_reason": turn.finish_reason,
         }
+        meta.update(getattr(turn, "metadata", None) or {})  # server-side notes, e.g. context_fit
+        if decision.side_reason:
+            meta["side_reason"] = decision.side_reason
         prompt_ids, response_ids, logprobs = list(turn.prompt_ids), list(turn.output_ids), list(turn.output_logprobs)
         trainable = decision.turn_type == "main"
         if n_prompt or n_resp:
@@ -175,10 +194,6 @@ class InterceptObserver:
         gone = self.tracker.expire(now, self.config.session_idle_timeout)
         if gone:
             await self.writer.submit([FinalizeOp(sid, "idle") for sid in gone])
-        ttl = self.config.retention_ttl
-        if ttl is not None and now - self._last_retention >= min(ttl / 10, 3600.0):
-            self._last_retention = now
-            await self.writer.call(lambda b: b.purge_older_than(ttl))
 
     def stats(self) -> dict[str, Any]:
         st = self.buffer.stats()

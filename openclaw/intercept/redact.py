@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,21 @@ from typing import Any
 # with a literal so `re` can skip ahead (word boundaries are lookbehinds placed after the
 # literal), (3) case-insensitive patterns run, without IGNORECASE, on the lower-cased text and
 # their spans are applied to the original, and (4) results are cached per string.
+# A kind listed in VALIDATORS keeps only the matches its check accepts (card numbers: Luhn).
+# Exceptions to (2): `payment_card` starts with a digit class (and has no trigger) and `email`
+# with the local-part class; both bound every repetition, so a scan stays linear.
 _NW = "[A-Za-z0-9_]"  # a word character (lookbehinds stand in for a leading \b)
+# Words that follow "password is" in ordinary prose ("the password is required") and are not a
+# password. Only unquoted single words are checked against it.
+_NOT_A_PASSWORD = (
+    "required|incorrect|wrong|invalid|correct|too|not|no|a|an|the|empty|blank|missing|expired|strong|weak|"
+    "set|reset|needed|optional|case|different|same|what|where|secure|safe|hidden|stored|saved|protected|"
+    "long|short|only|also|never|always|still|in|on|at|for|of|to|and|or|my|your|his|her|their|our|this|that|"
+    "it|you|i|we|mine|yours|ok|okay|fine|good|bad|easy|hard|simple|important|sensitive|private|secret|"
+    "[a-z]+(?:ed|ing|ly)"
+)
+_PW_VALUE = (rf"(?!\[redacted:)(?:\"[^\"\n]{{1,100}}\"|'[^'\n]{{1,100}}'|“[^”\n]{{1,100}}”"
+             rf"|(?!(?:{_NOT_A_PASSWORD})(?![^\s\"'“”‘’`,;.!?]))[^\s\"'“”‘’`,;]{{2,100}})")
 DEFAULT_PATTERNS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
     ("private_key", r"-----BEGIN[A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END[A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----|\Z)", ("private key",), False),
     ("openai_key", rf"sk-(?<!{_NW}sk-)[A-Za-z0-9_\-]{{16,}}", ("sk-",), False),
@@ -35,9 +49,38 @@ DEFAULT_PATTERNS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
     ("jwt", rf"eyJ(?<!{_NW}eyJ)[A-Za-z0-9_-]{{8,}}\.eyJ[A-Za-z0-9_-]{{8,}}\.[A-Za-z0-9_-]{{8,}}", ("eyJ",), False),
     ("bearer", rf"(?P<keep>bearer(?<!{_NW}bearer)\s+)[A-Za-z0-9\-._~+/]{{8,}}=*", ("bearer",), True),
     ("url_credentials", r"(?P<keep>://)[^\s/:@]{1,256}:[^\s/@]{1,256}@", ("://",), False),
+    ("stripe_key", rf"[sr]k(?<!{_NW}[sr]k)_(?:live|test)_[A-Za-z0-9]{{16,}}",
+     ("sk_live_", "rk_live_", "sk_test_", "rk_test_"), False),
+    ("gitlab_token", rf"gl(?<!{_NW}gl)(?:pat|dt|rt|ptt|ft|soat|agent)-[A-Za-z0-9_\-]{{20,}}",
+     ("glpat-", "gldt-", "glrt-", "glptt-", "glft-", "glsoat-", "glagent-"), False),
     ("assignment", r"(?=[apcs])(?P<keep>(?:api[_-]?key|secret[_-]?key|client[_-]?secret|access[_-]?token|auth[_-]?token|password|passwd)[\"']?\s*[=:]\s*[\"']?)[^\s\"',;]{6,}", ("api_key", "api-key", "apikey", "secret", "access_token", "access-token", "accesstoken", "auth_token",
       "auth-token", "authtoken", "passw"), True),
+    # Passwords in prose: "my password is hunter2", "pw: x", "the password for the VPN is 'a b'".
+    ("password", r"(?=p)(?P<keep>p(?<![a-z0-9_]p)(?:assword|asswd|assphrase|asscode|wd|w)(?![a-z0-9_])"
+     r"(?:\s+(?:for|of|on|to)(?:\s+[^\s:]{1,40}){1,3}?)?\s*(?:(?:is|was)\b\s*:?|[:=])\s*"
+     r"(?:(?:now|still|just)\s+)?)" + _PW_VALUE, ("passw", "passphrase", "passcode", "pwd", "pw"), True),
+    # A candidate card number: 13-19 digits (single spaces/dashes between allowed), first digit
+    # 2-6 (Visa, Mastercard, Amex, Discover, ...), not part of a longer number; Luhn-checked.
+    ("payment_card", r"[2-6](?<![0-9][2-6])(?:[ -]?[0-9]){12,18}(?![0-9])", (), False),
+    ("email", r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63}){0,8}"
+     r"\.[A-Za-z]{2,24}(?![A-Za-z0-9\-])", ("@",), False),
 )
+
+
+def luhn_valid(text: str) -> bool:
+    """The Luhn checksum of the digits in `text` (payment card numbers pass; most numbers don't)."""
+    digits = [int(c) for c in text if c.isdigit()]
+    total = 0
+    for i, d in enumerate(reversed(digits)):
+        if i % 2:
+            d *= 2
+            if d > 9:
+                d -= 9
+        total += d
+    return bool(digits) and total % 10 == 0
+
+
+VALIDATORS: dict[str, Callable[[str], bool]] = {"payment_card": luhn_valid}
 
 
 @dataclass
@@ -47,17 +90,17 @@ class Redactor:
 
     extra: Sequence[re.Pattern[str]] = ()
     cache_size: int = 4096
-    _pats: list[tuple[str, re.Pattern[str], re.Pattern[str] | None, tuple[tuple[str, bool], ...]]] = field(
-        init=False, repr=False)
+    _pats: list[tuple[str, re.Pattern[str], re.Pattern[str] | None, tuple[tuple[str, bool], ...],
+                      Callable[[str], bool] | None]] = field(init=False, repr=False)
     _cache: OrderedDict[str, tuple[str, int]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._pats = [
             (kind, re.compile(rx), re.compile(rx, re.IGNORECASE) if lower else None,
-             tuple((t, t != t.lower()) for t in trig))
+             tuple((t, t != t.lower()) for t in trig), VALIDATORS.get(kind))
             for kind, rx, trig, lower in DEFAULT_PATTERNS
         ]
-        self._pats += [(f"custom{j}", p, None, ()) for j, p in enumerate(self.extra)]
+        self._pats += [(f"custom{j}", p, None, (), None) for j, p in enumerate(self.extra)]
         self._cache = OrderedDict()
 
     def redact_text(self, s: str) -> tuple[str, int]:
@@ -69,7 +112,7 @@ class Redactor:
             return hit
         low = s.lower()
         out, count = s, 0
-        for kind, rx, rx_ci, triggers in self._pats:
+        for kind, rx, rx_ci, triggers, valid in self._pats:
             if triggers and not any(t in (out if exact else low) for t, exact in triggers):
                 continue
             if rx_ci is not None:
@@ -78,6 +121,8 @@ class Redactor:
                 matches = list(rx.finditer(low)) if len(low) == len(out) else list(rx_ci.finditer(out))
             else:
                 matches = list(rx.finditer(out))
+            if valid is not None:
+                matches = [m for m in matches if valid(m.group(0))]
             if not matches:
                 continue
             out = _splice(out, matches, f"[REDACTED:{kind}]")

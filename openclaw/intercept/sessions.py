@@ -23,6 +23,7 @@ from openclaw.intercept.messages import (
     chain_hashes,
     last_user_text,
     next_state_from,
+    openclaw_utility_kind,
     reply_message,
     runtime_session_id,
     strip_internal,
@@ -54,6 +55,7 @@ class Decision:
     next_state: dict[str, Any] | None = None
     finalize: bool = False  # finalize the session after this turn (X-Session-Done)
     finalize_before: bool = False  # finalize the session's open turns before this one (opt-out)
+    side_reason: str | None = None  # an OpenClaw utility call (messages.openclaw_utility_kind)
 
 
 class SessionTracker:
@@ -96,7 +98,11 @@ class SessionTracker:
             if sid is not None:
                 source = SRC_CONTINUITY
 
-        turn_type = getattr(control, "turn_type", None) or self._rule_type(msgs, tools, continued=sid is not None)
+        # An explicit X-Turn-Type wins; then OpenClaw's utility calls (memory flush, compaction
+        # summary) are side; then the configured side rules.
+        utility = None if getattr(control, "turn_type", None) else openclaw_utility_kind(msgs)
+        turn_type = (getattr(control, "turn_type", None) or ("side" if utility else None)
+                     or self._rule_type(msgs, tools, continued=sid is not None))
         if sid is None:
             sid = ("side-" if turn_type == "side" else "s-") + uuid.uuid4().hex
         sess = self._sessions.get(sid)
@@ -107,7 +113,7 @@ class SessionTracker:
 
         opt_out = bool(getattr(control, "opt_out", False)) or sess.opted_out
         d = Decision(session_id=sid, source=source, turn_type=turn_type, store=not opt_out,
-                     finalize=bool(getattr(control, "session_done", False)))
+                     finalize=bool(getattr(control, "session_done", False)), side_reason=utility)
         if opt_out:
             # Sticky for the session: later requests of it are not stored either, and the open
             # turn is finalized without the (private) next state.

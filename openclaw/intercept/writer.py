@@ -1,6 +1,7 @@
 """Group commit: one thread owns the buffer's writes; everything queued while a transaction
 (and its fsync) runs goes into the next one. A burst of 32 concurrent turns costs a couple of
-fsyncs instead of 32, and the event loop never blocks on disk."""
+fsyncs instead of 32, and the event loop never blocks on disk. The same thread runs periodic
+maintenance (retention) on a timer from the moment it starts, with or without requests."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from openclaw.buffer import TrajectoryBuffer
-from openclaw.buffer.store import Op
+from openclaw.buffer import Op, TrajectoryBuffer
 
 log = logging.getLogger("openclaw.intercept")
 
@@ -29,13 +30,25 @@ def _resolve(fut: asyncio.Future, result: Any, exc: BaseException | None) -> Non
 
 
 class GroupCommitWriter:
-    def __init__(self, buffer: TrajectoryBuffer, max_batch: int = 256):
+    """`periodic(buffer)` (if given) runs on the writer thread every `period_s` seconds, between
+    group commits; an error in it is logged and counted in `periodic_failures`, and the next
+    period retries."""
+
+    def __init__(self, buffer: TrajectoryBuffer, max_batch: int = 256,
+                 periodic: Callable[[TrajectoryBuffer], Any] | None = None, period_s: float = 5.0):
+        if periodic is not None and not period_s > 0:
+            raise ValueError(f"period_s must be > 0, got {period_s}")
         self.buffer = buffer
         self.max_batch = max_batch
+        self._periodic = periodic
+        self._period_s = period_s
+        self._next_due = time.monotonic() + period_s
         self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.commits = 0  # transactions committed (for the benchmark / stats)
+        self.periodic_runs = 0
+        self.periodic_failures = 0
         self._thread = threading.Thread(target=self._run, name="rl-buffer-writer", daemon=True)
         self._thread.start()
-        self.commits = 0  # transactions committed (for the benchmark / stats)
 
     def submit(self, ops: Sequence[Op]) -> asyncio.Future:
         """Queue ops (applied in order, in one transaction with whatever else is queued);
@@ -56,9 +69,33 @@ class GroupCommitWriter:
         self._q.put(_STOP)
         self._thread.join(timeout)
 
+    def _next(self) -> Any:
+        """The next queued item; runs the periodic job whenever it is due (also under load)."""
+        while True:
+            if self._periodic is not None:
+                wait = self._next_due - time.monotonic()
+                if wait <= 0:
+                    self._run_periodic()
+                    continue
+                try:
+                    return self._q.get(timeout=wait)
+                except queue.Empty:
+                    continue
+            return self._q.get()
+
+    def _run_periodic(self) -> None:
+        assert self._periodic is not None
+        try:
+            self._periodic(self.buffer)
+            self.periodic_runs += 1
+        except Exception:  # noqa: BLE001 - maintenance must not stop the writer; the next period retries
+            self.periodic_failures += 1
+            log.exception("trajectory buffer maintenance failed (%d failure(s) so far)", self.periodic_failures)
+        self._next_due = time.monotonic() + self._period_s
+
     def _run(self) -> None:
         while True:
-            item = self._q.get()
+            item = self._next()
             if item is _STOP:
                 return
             if item[0] == "call":

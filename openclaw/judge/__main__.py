@@ -19,6 +19,13 @@ from pathlib import Path
 from openclaw.judge.config import JudgeConfig, JudgeConfigError, add_judge_args
 
 
+def _add_judge_args_or_exit(p: argparse.ArgumentParser) -> None:
+    try:
+        add_judge_args(p)
+    except JudgeConfigError as e:  # e.g. MAJORITY_VOTE_N=many: a usage error, not a traceback
+        p.error(str(e))
+
+
 def _run(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m openclaw.judge", description="judge workers on a trajectory buffer")
     p.add_argument("--rl-buffer-dir", required=True)
@@ -26,7 +33,7 @@ def _run(argv: list[str]) -> int:
                    help="exit once no turn has been ready for this many seconds (batch jobs, benchmarks)")
     p.add_argument("--stats-interval", type=float, default=30.0)
     p.add_argument("--log-level", default="info")
-    add_judge_args(p)
+    _add_judge_args_or_exit(p)
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -70,7 +77,7 @@ def _run(argv: list[str]) -> int:
 def _eval(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m openclaw.judge eval")
     p.add_argument("--data", required=True, help="JSONL: response, next_state, next_state_role, label in {1,-1,0}")
-    add_judge_args(p)
+    _add_judge_args_or_exit(p)
     args = p.parse_args(argv)
     try:
         config = JudgeConfig.from_args(args)

@@ -20,6 +20,14 @@ from openclaw.judge.votes import DEFAULT_THRESHOLD, validate_threshold
 BACKENDS = ("cpu", "llm", "custom")
 API_KEY_ENVS = ("OPENCLAW_JUDGE_API_KEY", "OPENAI_API_KEY")
 
+# The one definition of the judge defaults users see. The judge CLI, the server's in-process
+# judge (`--judge-workers N`), the launcher and the READMEs all take them from here.
+DEFAULT_MAJORITY_VOTE_N = 3  # votes per turn: --majority-vote-n / --prm-m / MAJORITY_VOTE_N
+DEFAULT_MAJORITY_VOTE_THRESHOLD = DEFAULT_THRESHOLD  # --majority-vote-threshold / MAJORITY_VOTE_THRESHOLD
+DEFAULT_NUM_JUDGE_WORKERS = 1  # --num-judge-workers of `python -m openclaw.judge`
+DEFAULT_JUDGE_TIMEOUT_S = 60.0  # --judge-timeout: deadline of one whole judge call, retries included
+DEFAULT_JUDGE_RETRIES = 2  # --judge-retries
+
 
 class JudgeConfigError(ValueError):
     """A judge configuration that cannot work (message is shown to the user)."""
@@ -28,17 +36,17 @@ class JudgeConfigError(ValueError):
 @dataclass(frozen=True)
 class JudgeConfig:
     backend: str = "cpu"
-    num_workers: int = 1
+    num_workers: int = DEFAULT_NUM_JUDGE_WORKERS
     # LLM judge
     judge_url: str | None = None  # OpenAI-compatible base URL, e.g. http://127.0.0.1:8001/v1
     judge_model: str | None = None  # model name sent to the endpoint (default: first of /v1/models)
     prm_model_path: str | None = None  # launch `python -m openclaw.server` on this model
-    m: int = 3  # votes per turn (--prm-m / --majority-vote-n)
-    threshold: float = DEFAULT_THRESHOLD
+    m: int = DEFAULT_MAJORITY_VOTE_N  # votes per turn (--prm-m / --majority-vote-n)
+    threshold: float = DEFAULT_MAJORITY_VOTE_THRESHOLD
     temperature: float = 0.6
     max_tokens: int = 512
-    timeout_s: float = 60.0  # per HTTP call
-    retries: int = 2  # extra attempts after a transport error / 5xx / 429
+    timeout_s: float = DEFAULT_JUDGE_TIMEOUT_S  # deadline of one judge call, retries included
+    retries: int = DEFAULT_JUDGE_RETRIES  # extra attempts (within the deadline) after a transport error / 5xx / 429
     # hints (OPD)
     extract_hints: bool = True
     hint_m: int | None = None  # default: m
@@ -81,12 +89,11 @@ class JudgeConfig:
 
     @property
     def effective_lease_seconds(self) -> float:
-        """Long enough that a live worker never loses its lease: every call of a batch may time
-        out on every retry (backoff included), plus margin."""
+        """Long enough that a live worker never loses its lease: every call of a batch may run to
+        its deadline (`timeout_s`, retries included), plus margin."""
         if self.lease_seconds:
             return self.lease_seconds
-        per_call = self.timeout_s * (self.retries + 1) + 2.0 * self.retries
-        return max(60.0, self.batch_size * per_call * 2 + 30.0)
+        return max(60.0, self.batch_size * self.timeout_s * 2 + 30.0)
 
     def api_key(self) -> str | None:
         for name in API_KEY_ENVS:
@@ -116,22 +123,6 @@ class JudgeConfig:
             collapse_window=args.collapse_window, collapse_threshold=args.collapse_threshold,
         )
 
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any], env: Mapping[str, str] | None = None) -> JudgeConfig:
-        """From the server's pass-through options ({"judge_workers": "2", "judge_url": ...}): the
-        same flags, parsed by the same parser, so the server and the CLI never disagree."""
-        argv: list[str] = []
-        for key, value in options.items():
-            flag = "--" + key.replace("_", "-")
-            if value is True:
-                argv.append(flag)
-            elif value not in (False, None):
-                argv += [flag, str(value)]
-        parser = argparse.ArgumentParser(add_help=False)
-        add_judge_args(parser, env)
-        args, _ = parser.parse_known_args(argv)
-        return cls.from_args(args)
-
     def with_(self, **changes: Any) -> JudgeConfig:
         return replace(self, **changes)
 
@@ -143,37 +134,63 @@ def _env(env: Mapping[str, str], *names: str) -> str | None:
     return None
 
 
+def _env_number(env: Mapping[str, str], kind: type, default: float, *names: str) -> Any:
+    """A default from the environment, or a JudgeConfigError naming the variable."""
+    for n in names:
+        raw = env.get(n)
+        if raw:
+            try:
+                return kind(raw)
+            except ValueError:
+                raise JudgeConfigError(f"environment variable {n}={raw!r} is not a valid {kind.__name__}") from None
+    return default
+
+
 class _BackendAction(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001
         setattr(namespace, self.dest, values)
         namespace.judge_backend_explicit = True
 
 
-def add_judge_args(parser: argparse.ArgumentParser, env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
-    """Add every judge flag to `parser` (used by the judge CLI and by the server)."""
+# Set on the server's parser: `--judge-workers` absent means no judge in the server process.
+NO_IN_PROCESS_JUDGE = 0
+
+
+def add_judge_args(parser: argparse.ArgumentParser, env: Mapping[str, str] | None = None, *,
+                   in_server: bool = False) -> argparse.ArgumentParser:
+    """Add every judge flag to `parser`: the judge CLI's and, with `in_server=True`, the server's
+    (there `--judge-workers N` defaults to none: judging in the server is opt-in).
+    Raises JudgeConfigError for an unreadable MAJORITY_VOTE_N / MAJORITY_VOTE_THRESHOLD."""
     env = os.environ if env is None else env
     g = parser.add_argument_group("judge")
     g.add_argument("--judge-backend", choices=BACKENDS, default="cpu", action=_BackendAction,
                    help="cpu: embedding + trained head (default); llm: an LLM judge; custom: --custom-rm-path")
     parser.set_defaults(judge_backend_explicit=False)
-    g.add_argument("--num-judge-workers", "--judge-workers", dest="num_judge_workers", type=int, default=1)
+    workers_default = NO_IN_PROCESS_JUDGE if in_server else DEFAULT_NUM_JUDGE_WORKERS
+    g.add_argument("--num-judge-workers", "--judge-workers", dest="num_judge_workers", type=int,
+                   default=workers_default,
+                   help=("judge worker threads in this server, on its buffer (default: none)" if in_server
+                         else f"judge worker threads (default {DEFAULT_NUM_JUDGE_WORKERS})"))
     g.add_argument("--judge-url", default=_env(env, "JUDGE_URL"),
                    help="OpenAI-compatible endpoint of the judge (key from $OPENCLAW_JUDGE_API_KEY or $OPENAI_API_KEY)")
     g.add_argument("--judge-model", default=None, help="model name for --judge-url (default: first listed)")
     g.add_argument("--prm-model-path", "--judge-model-path", dest="prm_model_path",
                    default=_env(env, "PRM_MODEL_PATH", "JUDGE_MODEL_PATH"),
                    help="launch `python -m openclaw.server` on this model as the judge")
-    m_default = _env(env, "MAJORITY_VOTE_N", "PRM_M")
-    g.add_argument("--prm-m", "--majority-vote-n", dest="prm_m", type=int, default=int(m_default) if m_default else 3,
-                   help="judge votes per turn (env MAJORITY_VOTE_N)")
-    t_default = _env(env, "MAJORITY_VOTE_THRESHOLD")
+    g.add_argument("--prm-m", "--majority-vote-n", dest="prm_m", type=int,
+                   default=_env_number(env, int, DEFAULT_MAJORITY_VOTE_N, "MAJORITY_VOTE_N", "PRM_M"),
+                   help=f"judge votes per turn (env MAJORITY_VOTE_N; default {DEFAULT_MAJORITY_VOTE_N})")
     g.add_argument("--majority-vote-threshold", type=float,
-                   default=float(t_default) if t_default else DEFAULT_THRESHOLD,
-                   help="share of valid votes a label needs to win, else 0 (env MAJORITY_VOTE_THRESHOLD)")
+                   default=_env_number(env, float, DEFAULT_MAJORITY_VOTE_THRESHOLD, "MAJORITY_VOTE_THRESHOLD"),
+                   help="share of valid votes a label needs to win, else 0 "
+                        f"(env MAJORITY_VOTE_THRESHOLD; default {DEFAULT_MAJORITY_VOTE_THRESHOLD})")
     g.add_argument("--judge-temperature", "--prm-temperature", dest="judge_temperature", type=float, default=0.6)
     g.add_argument("--judge-max-tokens", "--prm-max-new-tokens", dest="judge_max_tokens", type=int, default=512)
-    g.add_argument("--judge-timeout", type=float, default=60.0, help="seconds per judge call")
-    g.add_argument("--judge-retries", type=int, default=2, help="retries per call after a transport error or 5xx")
+    g.add_argument("--judge-timeout", type=float, default=DEFAULT_JUDGE_TIMEOUT_S,
+                   help="deadline in seconds for one whole judge call, retries included "
+                        f"(default {DEFAULT_JUDGE_TIMEOUT_S:g})")
+    g.add_argument("--judge-retries", type=int, default=DEFAULT_JUDGE_RETRIES,
+                   help="retries within the deadline after a transport error, 429 or 5xx")
     g.add_argument("--judge-hints", action=argparse.BooleanOptionalAction, default=True,
                    help="also extract OPD hints (default on)")
     g.add_argument("--hint-m", type=int, default=None, help="hint votes per turn (default: --prm-m)")
@@ -186,3 +203,9 @@ def add_judge_args(parser: argparse.ArgumentParser, env: Mapping[str, str] | Non
     g.add_argument("--collapse-window", type=int, default=200)
     g.add_argument("--collapse-threshold", type=float, default=0.9)
     return parser
+
+
+def judge_arg_dests() -> frozenset[str]:
+    """The namespace keys add_judge_args fills (the server uses them to refuse judge flags given
+    without --judge-workers: a flag that would be accepted and ignored)."""
+    return frozenset(vars(add_judge_args(argparse.ArgumentParser(add_help=False), env={}).parse_args([])))

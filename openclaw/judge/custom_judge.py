@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import threading
 from collections.abc import Mapping
 from concurrent.futures import Future
@@ -36,12 +37,19 @@ def plugin_namespace(config: JudgeConfig) -> argparse.Namespace:
 
 
 def _scalar(value: object) -> float:
+    """The plugin's reward as a finite float; anything else is an error (recorded as a failure),
+    never a silent 0."""
     if isinstance(value, Mapping):
         for k in REWARD_KEYS:
             if k in value:
-                return float(value[k])
+                return _scalar(value[k])
         raise ValueError(f"reward dict has none of the keys {REWARD_KEYS}: {sorted(value)}")
-    return float(value)  # type: ignore[arg-type]
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"reward must be a number, got {value!r}")
+    reward = float(value)  # type: ignore[arg-type]  # ValueError/TypeError for text: recorded
+    if not math.isfinite(reward):
+        raise ValueError(f"reward must be finite, got {reward}")
+    return reward
 
 
 def _feedback_label(next_state: str, role: str) -> int:

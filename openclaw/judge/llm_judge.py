@@ -62,6 +62,15 @@ class LLMJudge:
                 results.append(JudgeFailure(errors[0]))
                 continue
             votes = [parse_verdict(t) if t is not None else None for t, _ in prm_out]
+            if all(v is None for v in votes):
+                # No completion held a verdict: that is not a score of 0 (it would train the policy
+                # on noise); it is a failure of the judge, recorded and retried like a timeout.
+                unparseable = sum(t is not None for t, _ in prm_out)
+                sample = next((t for t, _ in prm_out if t is not None), "")
+                why = (f"no parseable verdict in {unparseable} judge completion(s) (expected \\boxed{{1}}, "
+                       f"\\boxed{{0}} or \\boxed{{-1}}); first: {sample[:200]!r}") if unparseable else errors[0]
+                results.append(JudgeFailure(why, invalid_votes=unparseable))
+                continue
             vr = majority_vote(votes, self.config.threshold)
             rationale = next((t for (t, _), v in zip(prm_out, votes, strict=True) if v is not None and v == vr.label), None)
             if rationale is None:

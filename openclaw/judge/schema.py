@@ -36,9 +36,11 @@ class JudgeResult:
 
 @dataclass(frozen=True)
 class JudgeFailure:
-    """A turn the backend could not judge (every call failed): recorded, retried later."""
+    """A turn the backend could not judge (every call failed, or no completion held a verdict):
+    recorded, retried later; never turned into a reward of 0."""
 
     error: str
+    invalid_votes: int = 0  # unparseable judge completions behind this failure (counted by workers)
 
 
 class Judge(Protocol):

@@ -30,20 +30,24 @@ class JudgeStats:
     judged: int = 0
     failed: int = 0
     lost_lease: int = 0
+    invalid_votes: int = 0  # judge completions without a parseable verdict (each one warned about)
     busy_s: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, judged: int = 0, failed: int = 0, lost: int = 0, busy: float = 0.0) -> None:
+    def add(self, judged: int = 0, failed: int = 0, lost: int = 0, busy: float = 0.0, invalid: int = 0) -> int:
+        """Returns the running count of invalid votes."""
         with self._lock:
             self.judged += judged
             self.failed += failed
             self.lost_lease += lost
             self.busy_s += busy
+            self.invalid_votes += invalid
+            return self.invalid_votes
 
     def snapshot(self) -> dict[str, float]:
         with self._lock:
             return {"judged": self.judged, "failed": self.failed, "lost_lease": self.lost_lease,
-                    "busy_s": round(self.busy_s, 3)}
+                    "invalid_votes": self.invalid_votes, "busy_s": round(self.busy_s, 3)}
 
 
 def judge_once(buf: Any, judge: Judge, config: JudgeConfig, worker_id: str, stats: JudgeStats,
@@ -68,6 +72,12 @@ def judge_once(buf: Any, judge: Judge, config: JudgeConfig, worker_id: str, stat
     judged = failed = lost = 0
     for rec in recs:
         out = outcomes[rec.turn_id]
+        invalid = out.invalid_votes if isinstance(out, JudgeFailure) else sum(v is None for v in out.votes)
+        if invalid:
+            total = stats.add(invalid=invalid)
+            log.warning("turn %s: %d judge completion(s) had no parseable verdict%s (%d unparseable so far)",
+                        rec.turn_id, invalid, "" if isinstance(out, JudgeFailure) else "; scored from the other votes",
+                        total)
         if isinstance(out, JudgeFailure):
             state = buf.record_judge_failure(rec.turn_id, out.error)
             log.warning("turn %s: judge failure (%s), now %s", rec.turn_id, out.error[:200], state)
@@ -83,6 +93,36 @@ def judge_once(buf: Any, judge: Judge, config: JudgeConfig, worker_id: str, stat
     return len(recs)
 
 
+def _worker_pid(worker_id: str) -> int | None:
+    """Our worker ids are `judge-<pid>-<tag>-<k>` (see JudgeService); others are not ours to judge."""
+    parts = worker_id.split("-")
+    if len(parts) >= 4 and parts[0] == "judge" and parts[1].isdigit():
+        return int(parts[1])
+    return None
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, owned by someone else
+    return True
+
+
+def release_dead_workers_claims(buffer: Any) -> int:
+    """Give back the leases of judge workers whose process no longer exists on this host, so turns
+    leased by a killed server are judged at restart instead of after the lease runs out. The buffer
+    is a local SQLite file, so every worker that can hold a lease runs on this host."""
+    released = 0
+    for owner in buffer.lease_owners():
+        pid = _worker_pid(owner)
+        if pid is not None and pid != os.getpid() and not _process_alive(pid):
+            released += buffer.release_claims(owner)
+    return released
+
+
 class JudgeService:
     """N worker threads sharing one backend and one buffer handle. `stop()` is idempotent."""
 
@@ -92,7 +132,7 @@ class JudgeService:
 
         self.config = config
         self._own_buffer = buffer is None
-        self.buffer = buffer if buffer is not None else TrajectoryBuffer.open(buffer_dir)
+        self.buffer = buffer if buffer is not None else TrajectoryBuffer.open(buffer_dir, create=False)
         self._own_judge = judge is None
         try:
             self.judge = judge if judge is not None else _make(config)
@@ -109,6 +149,10 @@ class JudgeService:
         self._stopped = False
 
     def start(self) -> JudgeService:
+        released = release_dead_workers_claims(self.buffer)
+        if released:
+            log.warning("judge service: released the leases of %d turn(s) held by judge workers whose "
+                        "process is gone (a crash or kill -9); they are judged again now", released)
         for t in self._threads:
             t.start()
         log.info("judge service: %d worker(s), backend %s", len(self._threads), self.judge.name)

@@ -103,6 +103,17 @@ def bwrap_args(bwrap: str, config: SandboxConfig, host_workdir: str) -> list[str
     return args
 
 
+def cgroup_join_args(procs_files: tuple[str, ...]) -> list[str]:
+    """A shell that writes its own pid into the episode's cgroup(s), then execs the rest.
+
+    It runs as root, before the switch to the episode uid (joining a cgroup needs write access to
+    the common ancestor, which the episode uid must not have) and before anything forks, so every
+    process of the command is counted from the start.
+    """
+    script = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'
+    return [shutil.which("sh") or "/bin/sh", "-c", script, "cgroup-join", str(len(procs_files)), *procs_files]
+
+
 def watchdog_wrap(command: list[str], lifeline_fd: int) -> list[str]:
     """Run `command` with a watchdog that empties the pid namespace when our process dies.
 
@@ -119,15 +130,28 @@ def watchdog_wrap(command: list[str], lifeline_fd: int) -> list[str]:
 
 
 def build_argv(
-    config: SandboxConfig, host_workdir: str, command: list[str], nproc: int, lifeline_fd: int | None = None
+    config: SandboxConfig,
+    host_workdir: str,
+    command: list[str],
+    nproc: int,
+    lifeline_fd: int | None = None,
+    *,
+    uid: int | None = None,
+    cgroup_procs: tuple[str, ...] = (),
 ) -> list[str]:
-    """Full argv: setpriv --pdeathsig KILL -- prlimit ... -- bwrap ... -- [watchdog] command."""
+    """Full argv: [cgroup join] setpriv [--reuid U] --pdeathsig KILL -- prlimit ... -- bwrap ... -- [watchdog] cmd."""
     bwrap, prlimit, setpriv = require_tools(config)
     # The parent-death signal takes down the outer bwrap when we die; the lifeline watchdog takes
-    # down everything inside (see watchdog_wrap).
+    # down everything inside (see watchdog_wrap). setpriv sets it after the uid switch (a
+    # credential change clears it).
+    priv = [setpriv]
+    if uid is not None:
+        priv += [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    priv += ["--pdeathsig", "KILL", "--"]
     inner = watchdog_wrap(command, lifeline_fd) if lifeline_fd is not None else command
     return (
-        [setpriv, "--pdeathsig", "KILL", "--"]
+        (cgroup_join_args(cgroup_procs) if cgroup_procs else [])
+        + priv
         + rlimit_args(prlimit, config.limits, nproc)
         + bwrap_args(bwrap, config, host_workdir)
         + inner

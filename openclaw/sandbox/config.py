@@ -7,6 +7,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 SandboxKind = Literal["bwrap", "none"]
+# How the per-episode caps (memory, processes, workspace) are enforced, see README.md:
+# "cgroup": the kernel (a memory+pids cgroup per episode and a size-limited tmpfs work dir; needs
+# root and writable cgroup controllers), "watchdog": a poller that kills the episode's command when
+# a cap is crossed (soft: the overshoot is bounded by the poll interval), "auto": cgroup when this
+# host allows it, else watchdog with a loud warning.
+EpisodeLimitsMode = Literal["auto", "cgroup", "watchdog"]
 
 # System paths bound read-only into every sandbox (missing ones are skipped; symlinks such as
 # /bin -> usr/bin on merged-/usr distros are recreated as symlinks).
@@ -32,16 +38,20 @@ DEFAULT_ETC_PATHS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-command resource limits (enforced with rlimits plus a wall-clock timeout)."""
+    """Resource limits: per command (rlimits, wall-clock timeout) and per episode (aggregate caps)."""
 
     wall_timeout_s: float = 30.0
     cpu_seconds: int = 30  # RLIMIT_CPU, per process
     address_space_bytes: int = 1 << 30  # RLIMIT_AS: 1 GiB
-    max_processes: int = 64  # RLIMIT_NPROC (per sandbox uid, see pool.py)
+    max_processes: int = 64  # per episode: pids cgroup (or RLIMIT_NPROC of the episode's uid)
     file_size_bytes: int = 64 << 20  # RLIMIT_FSIZE: 64 MiB per file
     open_files: int = 256  # RLIMIT_NOFILE
     max_output_bytes: int = 64 << 10  # kept per stream; the rest is read and discarded
     tmpfs_bytes: int = 64 << 20  # size of the private /tmp
+    # Per episode, all of its processes together (incl. /tmp and, with cgroups, the workspace's
+    # tmpfs pages, which are memory too).
+    episode_memory_bytes: int = 4 << 30
+    workspace_bytes: int = 1 << 30  # quota of the episode's /workspace (all files together)
 
     def __post_init__(self) -> None:
         for name in (
@@ -53,6 +63,8 @@ class Limits:
             "open_files",
             "max_output_bytes",
             "tmpfs_bytes",
+            "episode_memory_bytes",
+            "workspace_bytes",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"Limits.{name} must be > 0, got {getattr(self, name)!r}")
@@ -79,10 +91,15 @@ class SandboxConfig:
     prlimit_path: str = "prlimit"
     workdir_root: str | None = None  # where per-episode work dirs are created (default: tempdir)
     env: tuple[tuple[str, str], ...] = ()  # extra variables inside the sandbox
+    episode_limits: EpisodeLimitsMode = "auto"
 
     def __post_init__(self) -> None:
         if self.kind not in ("bwrap", "none"):
             raise ValueError(f"sandbox kind must be 'bwrap' or 'none', got {self.kind!r}")
+        if self.episode_limits not in ("auto", "cgroup", "watchdog"):
+            raise ValueError(
+                f"episode_limits must be 'auto', 'cgroup' or 'watchdog', got {self.episode_limits!r}"
+            )
         if not self.workdir_in_sandbox.startswith("/"):
             raise ValueError("workdir_in_sandbox must be an absolute path")
 

@@ -10,11 +10,27 @@ import stat
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
-from openclaw.sandbox.command import build_argv, require_tools, sandbox_env
+from openclaw.sandbox.cgroup import (
+    EpisodeCgroup,
+    LimitCounters,
+    create_episode_cgroup,
+    episode_cgroups_unavailable_reason,
+    owner_pid,
+    pid_is_dead,
+    reap_stale_cgroups,
+)
+from openclaw.sandbox.command import SandboxUnavailableError, build_argv, require_tools, sandbox_env
 from openclaw.sandbox.config import SandboxConfig
 from openclaw.sandbox.process import SpawnSpec, run_spawn
+from openclaw.sandbox.quota import (
+    mount_workspace_tmpfs,
+    reap_stale_workspaces,
+    unmount_workspace,
+    workspace_full,
+)
 from openclaw.sandbox.result import ExecResult
 from openclaw.sandbox.uids import (
     UidLease,
@@ -23,6 +39,7 @@ from openclaw.sandbox.uids import (
     pids_of_uid,
     wait_uid_idle,
 )
+from openclaw.sandbox.watchdog import EpisodeWatchdog
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +49,9 @@ NO_SANDBOX_WARNING = (
     "!! with your user's permissions, network and files. Use only for trusted local debugging.\n"
     + "!" * 78
 )
+
+# Pools that fell back to the watchdog for the per-episode caps (each also logs a warning).
+WATCHDOG_FALLBACKS = 0
 
 
 def _is_root() -> bool:
@@ -57,17 +77,22 @@ class SandboxSession:
     carry over between commands; files do).
     """
 
-    def __init__(self, config: SandboxConfig, workdir: str, uid: int | None) -> None:
+    def __init__(
+        self, config: SandboxConfig, workdir: str, uid: int | None, cgroup: EpisodeCgroup | None = None
+    ) -> None:
         self.config = config
         self.workdir = workdir
         self.uid = uid
+        self.cgroup = cgroup  # None: the per-episode caps are enforced by the watchdog
 
     def _nproc(self) -> int:
-        limit = self.config.limits.max_processes
+        # The episode's cap is the pids cgroup or the watchdog (which also report it); RLIMIT_NPROC
+        # is a hard backstop with room for the sandbox's own processes (bwrap x2, lifeline shell).
+        backstop = self.config.limits.max_processes + 8
         if self.uid is not None:
-            return limit
+            return backstop  # the episode's own uid: counts this episode only
         # Unprivileged: RLIMIT_NPROC counts all of our uid's processes, so leave headroom for them.
-        return len(pids_of_uid(os.getuid())) + limit
+        return len(pids_of_uid(os.getuid())) + backstop
 
     async def run(
         self,
@@ -87,20 +112,47 @@ class SandboxSession:
             config = _with_binds(config, ro_binds)
         # The lifeline: only we hold the write end, so it closes exactly when we die.
         lifeline_r, lifeline_w = os.pipe()
+        watchdog = None if self.cgroup is not None else EpisodeWatchdog(limits, self.workdir, self.uid)
+        before = self.cgroup.counters() if self.cgroup is not None else None
         try:
+            argv = build_argv(
+                config, self.workdir, argv, self._nproc(), lifeline_fd=lifeline_r, uid=self.uid,
+                cgroup_procs=self.cgroup.procs_files if self.cgroup is not None else (),
+            )
             spec = SpawnSpec(
-                argv=build_argv(config, self.workdir, argv, self._nproc(), lifeline_fd=lifeline_r),
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                cwd=None,
+                argv=argv,
+                # Not the host's environment: bwrap (pid 1 inside, its /proc/1/environ readable by
+                # the command) would show it; the tools are called by absolute path.
+                env=sandbox_env(config),
+                cwd="/",  # nor our cwd, which the join shell would export as PWD
                 timeout_s=timeout,
                 max_output_bytes=limits.max_output_bytes,
-                uid=self.uid,
                 pass_fds=(lifeline_r,),
+                monitor=watchdog.watch if watchdog is not None else None,
             )
-            return await run_spawn(spec)
+            result = await run_spawn(spec)
         finally:
             os.close(lifeline_r)
             os.close(lifeline_w)
+        if watchdog is not None:
+            return replace(result, limits_hit=tuple(sorted(watchdog.hits)))
+        return self._with_cgroup_report(result, before)
+
+    def _with_cgroup_report(self, result: ExecResult, before: LimitCounters | None) -> ExecResult:
+        """Which per-episode caps the kernel enforced during the command, from its counters."""
+        assert self.cgroup is not None and before is not None
+        after = self.cgroup.counters()
+        hits = []
+        if after.oom_kills > before.oom_kills:
+            hits.append("episode_memory")
+        if after.pids_max_hits > before.pids_max_hits:
+            hits.append("episode_processes")
+        if workspace_full(self.workdir):
+            hits.append("workspace_quota")
+        killed_reason = result.killed_reason
+        if "episode_memory" in hits and killed_reason in (None, "signal:SIGKILL"):
+            killed_reason = "episode_memory_limit"  # the OOM killer's SIGKILL, within the episode
+        return replace(result, limits_hit=tuple(hits), killed_reason=killed_reason)
 
     async def _run_unsandboxed(
         self, argv: list[str], timeout: float, ro_binds: Sequence[tuple[str, str]]
@@ -116,6 +168,7 @@ class SandboxSession:
             f"--fsize={limits.file_size_bytes}",
             "--",
         ]
+        watchdog = EpisodeWatchdog(limits, self.workdir, None)
         spec = SpawnSpec(
             argv=prlimit + argv,
             env=env,
@@ -124,8 +177,10 @@ class SandboxSession:
             max_output_bytes=limits.max_output_bytes,
             signal_as_128_plus=False,
             kill_group_after_exit=True,
+            monitor=watchdog.watch,
         )
-        return await run_spawn(spec)
+        result = await run_spawn(spec)
+        return replace(result, limits_hit=tuple(sorted(watchdog.hits)))
 
     def stage(self, name: str, files: dict[str, str | bytes]) -> str:
         """Write read-only files (e.g. a task's tests) beside the work dir; returns the host dir.
@@ -174,9 +229,42 @@ class SandboxSession:
 
 
 def _with_binds(config: SandboxConfig, binds: Sequence[tuple[str, str]]) -> SandboxConfig:
-    from dataclasses import replace
-
     return replace(config, extra_ro_binds=tuple(config.extra_ro_binds) + tuple(binds))
+
+
+def _resolve_episode_limits(config: SandboxConfig) -> bool:
+    """True: cgroup + tmpfs (the kernel enforces the episode caps); False: the watchdog."""
+    if config.episode_limits == "watchdog":
+        return False
+    why = episode_cgroups_unavailable_reason()
+    if why is None:
+        return True
+    if config.episode_limits == "cgroup":
+        raise SandboxUnavailableError(f"episode_limits='cgroup' but episode cgroups are unavailable: {why}")
+    global WATCHDOG_FALLBACKS
+    WATCHDOG_FALLBACKS += 1
+    log.warning(
+        "sandbox: per-episode memory/process caps and the workspace quota are enforced by a polling "
+        "watchdog (SOFT: a cap can be overshot by one poll interval) because episode cgroups are "
+        "unavailable here: %s. Run as root with writable memory+pids cgroups for hard caps.", why
+    )
+    return False
+
+
+def _stale_episode_dir(name: str) -> bool:
+    pid = owner_pid(name)
+    return pid is not None and pid_is_dead(pid)
+
+
+def _reap_stale_episodes(workdir_root: str) -> None:
+    """Workspace mounts and cgroups of episodes whose process died (kill -9) are freed here."""
+    mounts = reap_stale_workspaces(workdir_root, _stale_episode_dir) if os.path.isdir(workdir_root) else []
+    for point in mounts:
+        _rmtree(os.path.dirname(point))
+    groups = reap_stale_cgroups()
+    if mounts or groups:
+        log.warning("sandbox: freed %d workspace(s) and %d cgroup(s) left by dead processes: %s",
+                    len(mounts), len(groups), mounts + groups)
 
 
 class SandboxPool:
@@ -192,6 +280,12 @@ class SandboxPool:
             log.warning(NO_SANDBOX_WARNING)
         else:
             require_tools(config)  # fail now, with instructions, not mid-rollout
+        self.use_cgroups = config.kind == "bwrap" and _resolve_episode_limits(config)
+        if self.use_cgroups:
+            _reap_stale_episodes(self._workdir_root())
+
+    def _workdir_root(self) -> str:
+        return self.config.workdir_root or os.path.join(tempfile.gettempdir(), "openclaw-sandbox")
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[SandboxSession]:
@@ -204,24 +298,36 @@ class SandboxPool:
                 orphans = kill_uid_processes(lease.uid)
                 if orphans:
                     log.warning("killed orphaned sandbox processes %s (uid %d)", orphans, lease.uid)
-            root = self.config.workdir_root or os.path.join(tempfile.gettempdir(), "openclaw-sandbox")
+            root = self._workdir_root()
             os.makedirs(root, exist_ok=True)
             if lease is not None:
                 os.chmod(root, 0o711)  # episode uids must traverse it to reach their own dir
             # The parent is traversable (not listable) so the episode uid can reach its own dir.
-            parent = tempfile.mkdtemp(prefix="openclaw-sbx-", dir=root)
+            # The creating pid in the name lets a later process reap what a killed one left behind.
+            parent = tempfile.mkdtemp(prefix=f"openclaw-sbx-{os.getpid()}-", dir=root)
             os.chmod(parent, stat.S_IRWXU | stat.S_IXGRP | stat.S_IXOTH)
             workdir = os.path.join(parent, "work")
             os.mkdir(workdir, 0o755)
-            if lease is not None:
-                os.chown(workdir, lease.uid, lease.uid)
+            cgroup: EpisodeCgroup | None = None
+            mounted = False
             try:
-                yield SandboxSession(self.config, workdir, lease.uid if lease else None)
+                if lease is not None:
+                    os.chown(workdir, lease.uid, lease.uid)
+                if self.use_cgroups and lease is not None:
+                    limits = self.config.limits
+                    cgroup = create_episode_cgroup(limits.episode_memory_bytes, limits.max_processes)
+                    mount_workspace_tmpfs(workdir, limits.workspace_bytes, lease.uid)
+                    mounted = True
+                yield SandboxSession(self.config, workdir, lease.uid if lease else None, cgroup)
             finally:
                 if lease is not None and not await wait_uid_idle(lease.uid):
                     strays = kill_uid_processes(lease.uid)
                     if strays:
                         log.warning("killed stray sandbox processes %s (uid %d)", strays, lease.uid)
+                if mounted:
+                    unmount_workspace(workdir)
+                if cgroup is not None:
+                    await asyncio.to_thread(cgroup.remove)
                 if lease is not None:
                     lease.release()
                 await asyncio.to_thread(_rmtree, parent)

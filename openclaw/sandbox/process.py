@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from openclaw.sandbox.result import ExecResult
@@ -21,11 +22,13 @@ class SpawnSpec:
     cwd: str | None
     timeout_s: float
     max_output_bytes: int
-    uid: int | None = None  # switch to this uid/gid before exec (root only)
     # bwrap reports a signalled child as exit code 128+N; a bare subprocess as -N.
     signal_as_128_plus: bool = True
     kill_group_after_exit: bool = False  # background jobs outlive the leader without a pid namespace
     pass_fds: tuple[int, ...] = ()
+    # Started with the spawned pid; if it returns (a reason such as "episode_memory_limit") before
+    # the command ends, the command is killed like on a timeout and reported with that reason.
+    monitor: Callable[[int], Awaitable[str]] | None = None
 
 
 class _Capture:
@@ -78,9 +81,6 @@ def _killed_reason(exit_code: int, timed_out: bool, signal_as_128_plus: bool) ->
 async def run_spawn(spec: SpawnSpec) -> ExecResult:
     """Spawn in a new session (so its process group is ours to kill) and collect the result."""
     start = time.monotonic()
-    extra: dict[str, object] = {}
-    if spec.uid is not None:
-        extra = {"user": spec.uid, "group": spec.uid, "extra_groups": []}
     proc = await asyncio.create_subprocess_exec(
         *spec.argv,
         stdin=asyncio.subprocess.DEVNULL,
@@ -90,14 +90,23 @@ async def run_spawn(spec: SpawnSpec) -> ExecResult:
         cwd=spec.cwd,
         start_new_session=True,
         pass_fds=spec.pass_fds,
-        **extra,  # type: ignore[arg-type]
     )
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Capture(spec.max_output_bytes), _Capture(spec.max_output_bytes)
     everything = asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr), proc.wait())
     timed_out = False
+    limit_reason: str | None = None
+    monitor = asyncio.ensure_future(spec.monitor(proc.pid)) if spec.monitor is not None else None
     try:
-        await asyncio.wait_for(asyncio.shield(everything), timeout=spec.timeout_s)
+        if monitor is None:
+            await asyncio.wait_for(asyncio.shield(everything), timeout=spec.timeout_s)
+        else:
+            done, _ = await asyncio.wait({everything, monitor}, timeout=spec.timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if everything not in done and monitor in done:
+                limit_reason = monitor.result()
+            elif not done:
+                timed_out = True
     except asyncio.TimeoutError:
         timed_out = True
     except BaseException:
@@ -106,6 +115,11 @@ async def run_spawn(spec: SpawnSpec) -> ExecResult:
             kill_process_group(proc.pid)
         everything.cancel()
         raise
+    finally:
+        if monitor is not None:
+            monitor.cancel()
+    if limit_reason is not None:
+        kill_process_group(proc.pid)
     if proc.returncode is None or timed_out or spec.kill_group_after_exit:
         # While the leader is unreaped, or while any member of its group is alive, the pgid cannot
         # be recycled, so this reaches only our processes. Under bwrap, --die-with-parent and the
@@ -125,7 +139,7 @@ async def run_spawn(spec: SpawnSpec) -> ExecResult:
         stderr=err.kept.decode("utf-8", errors="replace"),
         truncated=out.total > len(out.kept) or err.total > len(err.kept),
         timed_out=timed_out,
-        killed_reason=_killed_reason(exit_code, timed_out, spec.signal_as_128_plus),
+        killed_reason=limit_reason or _killed_reason(exit_code, timed_out, spec.signal_as_128_plus),
         duration_s=time.monotonic() - start,
         stdout_bytes=out.total,
         stderr_bytes=err.total,

@@ -12,10 +12,15 @@ class ExecResult:
     stderr: str
     truncated: bool  # some output past Limits.max_output_bytes was discarded
     timed_out: bool
-    killed_reason: str | None  # "timeout", "cpu_limit", "file_size_limit", "signal:SIGKILL", ...
+    # "timeout", "cpu_limit", "file_size_limit", "episode_memory_limit", "episode_process_limit",
+    # "workspace_quota", "signal:SIGKILL", ...
+    killed_reason: str | None
     duration_s: float
     stdout_bytes: int = 0  # total bytes the command wrote, including discarded ones
     stderr_bytes: int = 0
+    # Per-episode caps this command ran into ("episode_memory", "episode_processes",
+    # "workspace_quota"), whether or not it was killed for it (a refused fork or write is not).
+    limits_hit: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -41,4 +46,6 @@ class ExecResult:
             status = "[timed out]"
         elif self.killed_reason:
             status = f"[killed: {self.killed_reason}, exit code {self.exit_code}]"
+        if self.limits_hit:
+            status += f" [episode limit reached: {', '.join(self.limits_hit)}]"
         return f"{text}\n{status}" if text else status

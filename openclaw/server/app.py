@@ -13,12 +13,14 @@ from fastapi import FastAPI
 from openclaw import __version__
 from openclaw.engines.base import Engine
 from openclaw.server.chat import chat_completions
-from openclaw.server.config import ServerConfig, default_served_model_name
+from openclaw.server.config import ConfigError, ServerConfig, default_served_model_name
+from openclaw.server.control_routes_feedback import control_router
+from openclaw.server.control_routes_promotion import promotion_router
 from openclaw.server.engine_loader import load_engine
 from openclaw.server.errors import OpenAIError, install_error_handlers
 from openclaw.server.hooks import TurnObserver
 from openclaw.server.judge_loader import judge_config, start_judge
-from openclaw.server.middleware import APIKeyMiddleware, BodyLimitMiddleware
+from openclaw.server.middleware import APIKeyMiddleware, BodyLimitMiddleware, CrossSiteGuard
 from openclaw.server.observer_loader import build_observer
 from openclaw.server.state import ServerState
 
@@ -42,6 +44,8 @@ def _mount_sglang_routes(app: FastAPI, engine: Engine) -> None:
 def create_app(config: ServerConfig, engine: Engine | None = None, observer: TurnObserver | None = None) -> FastAPI:
     """Build the app. Without `engine`, the configured one is loaded now (and shut down with the
     app); without `observer`, one is built from openclaw.intercept when `config.rl.enabled`."""
+    if config.api_key is not None and (not config.api_key.strip() or config.api_key != config.api_key.strip()):
+        raise ConfigError("the API key is blank or starts/ends with whitespace: no client could ever match it")
     owns_engine = engine is None
     if engine is None:
         engine = load_engine(config.engine, served_model_name=config.served_model_name)
@@ -95,12 +99,20 @@ def create_app(config: ServerConfig, engine: Engine | None = None, observer: Tur
 
     app.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"])
 
+    # Before the SGLang routes: with the promotion gate on it answers the trainer's weight push.
+    app.include_router(promotion_router(state))
+    app.include_router(control_router(state))  # feedback, retract, ledger (openclaw/control/README.md)
     _mount_sglang_routes(app, engine)
-    # The last added runs first: auth, then the body limit (a client without the key gets 401
-    # whatever it sends).
-    app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
+    # The last added runs first: the cross-site guard, auth, then the body limit (a client without
+    # the key gets 401 whatever it sends).
+    app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes, body_timeout=config.body_timeout)
     if config.api_key:
         app.add_middleware(APIKeyMiddleware, api_key=config.api_key)
+    # Without a key the Host check is what stops DNS rebinding; with one, the key does (and the
+    # server may be reached under any name), unless the operator lists its names.
+    app.add_middleware(CrossSiteGuard, bind_host=config.host, allowed_hosts=config.allowed_hosts,
+                       allowed_origins=config.allowed_origins,
+                       check_host=not config.api_key or bool(config.allowed_hosts))
     return app
 
 

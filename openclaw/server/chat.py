@@ -12,7 +12,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,9 +22,19 @@ from pydantic import ValidationError
 from starlette.responses import Response
 
 from openclaw.engines.base import GenerationRequest, GenerationResult, SamplingParams, TokenEvent
+from openclaw.engines.textcheck import lone_surrogate_path
+from openclaw.server.context_fit import fit_to_context
 from openclaw.server.errors import OpenAIError, validation_error
 from openclaw.server.hooks import CompletedTurn, RLControl
-from openclaw.server.prompting import RenderedPrompt, ToolMode, normalize_messages, render_prompt, tool_mode
+from openclaw.server.multimodal import check_image_parts, takes_images
+from openclaw.server.prompting import (
+    PromptTooLong,
+    RenderedPrompt,
+    ToolMode,
+    normalize_messages,
+    render_prompt,
+    tool_mode,
+)
 from openclaw.server.protocol import ChatCompletionRequest
 from openclaw.server.rl_control import extract_rl_control
 from openclaw.server.sse import ClosingStreamingResponse, sse_event
@@ -50,10 +60,10 @@ class ChatPlan:
     gen: GenerationRequest
     completion_id: str
     created: int
+    context_fit: dict[str, Any] | None = None  # what was trimmed to fit the context (None: nothing)
 
 
-async def read_json_object(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+def parse_json_object(raw: bytes) -> dict[str, Any]:
     if not raw.strip():
         raise OpenAIError(400, "The request body is empty; expected a JSON object.", code="invalid_json")
     try:
@@ -65,6 +75,10 @@ async def read_json_object(request: Request) -> dict[str, Any]:
         raise OpenAIError(400, "The JSON body is nested too deeply.", code="invalid_json") from None
     if not isinstance(body, dict):
         raise OpenAIError(400, f"The JSON body must be an object, not {type(body).__name__}.", code="invalid_json")
+    where = lone_surrogate_path(body)
+    if where is not None:  # found here, it fails this request alone (later it fails a shared batch/commit)
+        raise OpenAIError(400, f"Invalid value for '{where}': it contains a lone UTF-16 surrogate, which is not "
+                               "valid Unicode text.", param=where, code="invalid_value")
     return body
 
 
@@ -81,20 +95,32 @@ def parse_request(body: dict[str, Any]) -> ChatCompletionRequest:
 
 def plan_chat(state: ServerState, req: ChatCompletionRequest, control: RLControl) -> ChatPlan:
     cfg = state.config
+    # Images: decoded for models that take them, a 400 for text-only ones (multimodal.py).
+    check_image_parts(req.messages, takes_images(state.engine), state.served_model_name)
     messages = normalize_messages(req.messages)
     try:
         tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
     except RecursionError:
         raise OpenAIError(400, "'tools' is nested too deeply.", param="tools", code="invalid_value") from None
     mode = tool_mode(req)
+    ctx = state.engine.max_context_len
     try:
-        prompt = render_prompt(state.tokenizer, messages, tools, mode)
+        prompt = render_prompt(state.tokenizer, messages, tools, mode,
+                               allow_control_tokens=cfg.allow_control_tokens, token_budget=ctx - 1)
+    except PromptTooLong as exc:
+        raise OpenAIError(400, f"This model's maximum context length is {ctx} tokens. However, your messages "
+                               f"resulted in at least {exc.at_least} tokens. Please reduce the length of the "
+                               "messages.", param="messages", code="context_length_exceeded") from None
     except Exception as exc:  # a template that rejects this conversation (e.g. role order) is a client error
         raise OpenAIError(400, f"The chat template could not render these messages: {exc}", param="messages",
                           code="invalid_messages") from None
-    ctx = state.engine.max_context_len
-    n_prompt = len(prompt.input_ids)
     requested = req.requested_max_tokens()
+    # Over the window: drop oldest history / tool schemas / system middle, or 400 (context_fit.py).
+    fit = fit_to_context(lambda m, t: render_prompt(state.tokenizer, m, t, mode, allow_control_tokens=cfg.allow_control_tokens),
+                         messages, tools, mode, prompt, context_len=ctx, requested=requested,
+                         default_max_tokens=cfg.default_max_tokens)
+    prompt = fit.prompt
+    n_prompt = len(prompt.input_ids)
     if n_prompt >= ctx:
         raise OpenAIError(400, f"This model's maximum context length is {ctx} tokens. However, your messages "
                                f"resulted in {n_prompt} tokens. Please reduce the length of the messages.",
@@ -126,7 +152,7 @@ def plan_chat(state: ServerState, req: ChatCompletionRequest, control: RLControl
         except ValueError as exc:
             raise OpenAIError(400, str(exc)) from None
     return ChatPlan(req=req, control=control, messages=messages, tools=tools, mode=mode, prompt=prompt, gen=gen,
-                    completion_id=completion_id, created=int(time.time()))
+                    completion_id=completion_id, created=int(time.time()), context_fit=fit.report)
 
 
 # ---- shaping the output -----------------------------------------------------------------------
@@ -186,6 +212,7 @@ def completed_turn(state: ServerState, plan: ChatPlan, result: GenerationResult,
         output_ids=list(result.output_ids), output_logprobs=list(result.output_logprobs), text=result.text,
         content=content, tool_calls=[c.to_openai() for c in calls] or None, finish_reason=finish,
         weight_version=result.weight_version, created_at=float(plan.created), finished_at=time.time(),
+        metadata={"context_fit": plan.context_fit} if plan.context_fit else {},
     )
 
 
@@ -357,13 +384,21 @@ async def stream_chat(state: ServerState, plan: ChatPlan) -> AsyncIterator[str]:
 
 
 # ---- the route ----------------------------------------------------------------------------------
+def prepare_chat(state: ServerState, headers: Mapping[str, str], raw: bytes) -> ChatPlan:
+    """Everything between the bytes and the engine: parse, validate, render, tokenise."""
+    body = parse_json_object(raw)
+    control, body = extract_rl_control(headers, body)
+    req = parse_request(body)
+    return plan_chat(state, req, control)
+
+
 async def chat_completions(request: Request) -> Response:
     state: ServerState = request.app.state.openclaw
-    body = await read_json_object(request)
-    control, body = extract_rl_control(request.headers, body)
-    req = parse_request(body)
-    plan = plan_chat(state, req, control)
-    if req.stream:
+    raw = await request.body()
+    # Parsing and tokenising a large body takes seconds of CPU: in a worker thread, so the event
+    # loop keeps answering other clients (and /health) meanwhile.
+    plan = await asyncio.to_thread(prepare_chat, state, request.headers, raw)
+    if plan.req.stream:
         return ClosingStreamingResponse(stream_chat(state, plan), media_type="text/event-stream",
                                         headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
     return await complete_json(request, state, plan)

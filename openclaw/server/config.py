@@ -7,6 +7,7 @@ Precedence: command-line flag > environment variable > default. Everything downs
 from __future__ import annotations
 
 import argparse
+import difflib
 import ipaddress
 import json
 import os
@@ -14,11 +15,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-BACKENDS = ("hf", "sglang", "vllm")
+from openclaw.intercept.config import InterceptConfig, InterceptConfigError, add_intercept_args
+from openclaw.judge.config import (
+    NO_IN_PROCESS_JUDGE,
+    JudgeConfig,
+    JudgeConfigError,
+    add_judge_args,
+    judge_arg_dests,
+)
+
+BACKENDS = ("hf", "sglang", "vllm", "tinker")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-# Unknown flags with these prefixes belong to the RL intercept / judge and are passed through.
-PASSTHROUGH_PREFIXES = ("--rl-", "--session-", "--judge-", "--num-judge-", "--prm-", "--majority-vote-",
-                        "--custom-rm-", "--hint-")
 
 
 class ConfigError(ValueError):
@@ -27,16 +34,21 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class RLConfig:
-    """What `--enable-rl-intercept` and its companion flags configure (read by openclaw.intercept)."""
+    """`--enable-rl-intercept` and its companions, typed: the intercept's InterceptConfig and,
+    with `--judge-workers N`, the in-process judge's JudgeConfig (both parsed from the flags
+    the intercept and the judge register on the server's parser)."""
 
     enabled: bool = False
-    buffer_dir: Path = Path("./rl_buffer")
-    buffer_max_mb: float | None = None
-    session_idle_timeout: float | None = None
-    # Every other pass-through flag (--rl-*, --session-*, --judge-*, --prm-*, --majority-vote-*, ...),
-    # key without dashes, '-' -> '_'.
-    # A bare flag is True; otherwise the string value (the intercept decides its type).
-    options: dict[str, str | bool] = field(default_factory=dict)
+    intercept: InterceptConfig = field(default_factory=InterceptConfig)
+    judge: JudgeConfig | None = None  # judge workers in this process; None: judge elsewhere (or not)
+
+    def __post_init__(self) -> None:
+        if self.judge is not None and not self.enabled:
+            raise ConfigError("--judge-workers needs --enable-rl-intercept: the judge reads the trajectory buffer")
+
+    @property
+    def buffer_dir(self) -> Path:
+        return self.intercept.buffer_dir
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,15 @@ class ServerConfig:
     max_body_mb: float = 32.0
     default_max_tokens: int = 2048
     log_level: str = "info"
+    # Cross-site protection (openclaw.server.middleware.CrossSiteGuard): extra Host / Origin values
+    # accepted besides the bind address and loopback names.
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    # Chat-template control tokens typed in messages are encoded as text unless this opts in.
+    allow_control_tokens: bool = False
+    # Slow clients: whole request head / whole body must arrive within these many seconds.
+    header_timeout: float = 10.0
+    body_timeout: float = 60.0
     engine: EngineConfig = field(default_factory=EngineConfig)
     rl: RLConfig = field(default_factory=RLConfig)
 
@@ -103,7 +124,10 @@ def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m openclaw.server",
-        allow_abbrev=False,  # an abbreviation must not swallow a pass-through --rl-*/--judge-* flag
+        allow_abbrev=False,  # an abbreviation must not swallow a judge flag parsed in the second pass
+        exit_on_error=False,  # a bad value is a ConfigError for parse_config's callers, not an exit
+        epilog="judge workers in this process: --judge-workers N, with any flag of "
+               "`python -m openclaw.judge --help` (--majority-vote-n, --judge-backend, --judge-url, ...)",
         description="Serve a model as an OpenAI-compatible API (plus SGLang's native endpoints).",
     )
     p.add_argument("--model-path", default=env.get("BASE_MODEL_PATH") or env.get("MODEL_PATH") or None,
@@ -113,7 +137,8 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=_env_int(env, "OPENCLAW_PORT", 8000),
                    help="port (env OPENCLAW_PORT; default 8000)")
     p.add_argument("--backend", choices=BACKENDS, default="hf",
-                   help="hf: embedded transformers engine; sglang: launch/attach SGLang; vllm: attach to vLLM")
+                   help="hf: embedded transformers engine; sglang: launch/attach SGLang; vllm: attach to vLLM; "
+                        "tinker: sample from a Tinker API (--model-path = base model, --engine-url or env TINKER_ENDPOINT, env TINKER_API_KEY)")
     p.add_argument("--api-key", default=env.get("OPENCLAW_API_KEY") or None,
                    help="required bearer key (env OPENCLAW_API_KEY); mandatory on a non-loopback host")
     p.add_argument("--served-model-name", default=None, help="model id reported by the API (default: model folder name)")
@@ -129,49 +154,96 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--context-length", type=int, default=None)
     p.add_argument("--reasoning-parser", default=None)
     p.add_argument("--tool-call-parser", default=None)
+    p.add_argument("--allowed-host", action="append", default=[], dest="allowed_hosts", metavar="HOST",
+                   help="repeatable: another Host header value to accept (e.g. a DNS name the server is reached "
+                        "by); besides the bind address, localhost, 127.0.0.1 and [::1]")
+    p.add_argument("--allowed-origin", action="append", default=[], dest="allowed_origins", metavar="ORIGIN",
+                   help="repeatable: a browser Origin (scheme://host[:port]) allowed to send requests")
+    p.add_argument("--allow-control-tokens", action="store_true",
+                   help="encode chat-template control tokens typed in messages (<|im_end|>, ...) as real tokens; "
+                        "default: as plain text, so a user cannot forge a turn")
+    p.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds a client has to send the request line and headers (slow clients are dropped)")
+    p.add_argument("--body-timeout", type=float, default=60.0,
+                   help="seconds a client has to send the whole request body (408 after that)")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     p.add_argument("--enable-rl-intercept", action="store_true",
                    help="capture conversations into the trajectory buffer (openclaw.intercept)")
-    p.add_argument("--rl-buffer-dir", default=env.get("RL_BUFFER_DIR") or "./rl_buffer")
-    p.add_argument("--rl-buffer-max-mb", type=float, default=None)
-    p.add_argument("--session-idle-timeout", type=float, default=None)
+    add_intercept_args(p, env)  # --rl-* / --session-*: the intercept's own flags and defaults
     return p
 
 
-def _parse_passthrough(extra: Sequence[str]) -> dict[str, str | bool]:
-    """`--rl-foo 1 --judge-bar --session-x=y` -> {"rl_foo": "1", "judge_bar": True, "session_x": "y"}."""
-    options: dict[str, str | bool] = {}
-    i = 0
-    while i < len(extra):
-        tok = extra[i]
-        if not tok.startswith(PASSTHROUGH_PREFIXES):
-            raise ConfigError(f"unrecognized argument: {tok}")
-        name, eq, value = tok[2:].partition("=")
-        key = name.replace("-", "_")
-        if eq:
-            options[key] = value
-            i += 1
-        elif i + 1 < len(extra) and not extra[i + 1].startswith("--"):
-            options[key] = extra[i + 1]
-            i += 2
-        else:
-            options[key] = True
-            i += 1
-    return options
+def build_judge_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    """The in-process judge's flags (`--judge-workers N` and every `python -m openclaw.judge` flag),
+    declared by openclaw.judge. Kept apart from build_parser so that a launcher routing flags by
+    owner sends judge flags to the judge, not to the server as well."""
+    p = argparse.ArgumentParser(prog="python -m openclaw.server", add_help=False, allow_abbrev=False,
+                                exit_on_error=False)
+    try:
+        add_judge_args(p, env, in_server=True)
+    except JudgeConfigError as exc:  # MAJORITY_VOTE_N / MAJORITY_VOTE_THRESHOLD unreadable
+        raise ConfigError(str(exc)) from None
+    return p
+
+
+def _refuse_unknown(parsers: Sequence[argparse.ArgumentParser], extra: Sequence[str]) -> None:
+    """An unknown flag is an error naming it (with the closest known flag), never kept."""
+    if not extra:
+        return
+    tok = extra[0]
+    known = [opt for parser in parsers for action in parser._actions for opt in action.option_strings]  # noqa: SLF001
+    name = tok.partition("=")[0]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75) if name.startswith("--") else []
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    raise ConfigError(f"unrecognized argument: {tok}{hint}")
+
+
+def _rl_config(args: argparse.Namespace, judge_parser: argparse.ArgumentParser,
+               judge_args: argparse.Namespace) -> RLConfig:
+    """The intercept's and the judge's typed configs from the flags they registered."""
+    try:
+        intercept = InterceptConfig.from_args(args)
+    except InterceptConfigError as exc:
+        raise ConfigError(f"RL intercept configuration: {exc}") from None
+    if judge_args.num_judge_workers == NO_IN_PROCESS_JUDGE:
+        # Judge flags without --judge-workers would be accepted and ignored: refuse them.
+        flags = {a.dest: "/".join(a.option_strings) for a in judge_parser._actions}  # noqa: SLF001
+        given = sorted(flags[d] for d in judge_arg_dests() & flags.keys()
+                       if getattr(judge_args, d) != judge_parser.get_default(d))
+        if given:
+            raise ConfigError(f"judge option(s) {', '.join(given)} need --judge-workers N (judge in this "
+                              "server) or belong to `python -m openclaw.judge`")
+        return RLConfig(enabled=args.enable_rl_intercept, intercept=intercept)
+    try:
+        judge = JudgeConfig.from_args(judge_args)
+    except JudgeConfigError as exc:
+        raise ConfigError(f"judge configuration: {exc}") from None
+    return RLConfig(enabled=args.enable_rl_intercept, intercept=intercept, judge=judge)
 
 
 def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> ServerConfig:
     """Parse flags + env once. Raises ConfigError for a configuration that must not start."""
     env = os.environ if env is None else env
     parser = build_parser(env)
-    args, extra = parser.parse_known_args(list(argv) if argv is not None else None)
-    options = _parse_passthrough(extra)
+    try:
+        args, extra = parser.parse_known_args(list(argv) if argv is not None else None)
+        judge_parser = build_judge_parser(env)
+        judge_args, extra = judge_parser.parse_known_args(extra)
+    except argparse.ArgumentError as exc:  # e.g. --port abc, --majority-vote-n many
+        raise ConfigError(str(exc)) from None
+    _refuse_unknown([parser, judge_parser], extra)
     if args.port < 0 or args.port > 65535:
         raise ConfigError(f"--port {args.port} is out of range 0..65535")
     if args.max_batch_size < 1:
         raise ConfigError("--max-batch-size must be >= 1")
     if args.max_body_mb <= 0:
         raise ConfigError("--max-body-mb must be > 0")
+    if args.api_key is not None and (not args.api_key.strip() or args.api_key != args.api_key.strip()):
+        # A blank key would lock every client out; surrounding spaces never match (clients' keys are stripped).
+        raise ConfigError("--api-key / OPENCLAW_API_KEY is blank or starts/ends with whitespace; "
+                          "give a non-blank key without surrounding spaces (or none on loopback)")
+    if args.header_timeout <= 0 or args.body_timeout <= 0:
+        raise ConfigError("--header-timeout and --body-timeout must be > 0")
     config = ServerConfig(
         host=args.host,
         port=args.port,
@@ -180,17 +252,18 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
         max_body_mb=args.max_body_mb,
         default_max_tokens=args.default_max_tokens,
         log_level=args.log_level,
+        allowed_hosts=tuple(args.allowed_hosts),
+        allowed_origins=tuple(args.allowed_origins),
+        allow_control_tokens=args.allow_control_tokens,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
         engine=EngineConfig(
             backend=args.backend, model_path=args.model_path, dtype=args.dtype, device=args.device,
             max_batch_size=args.max_batch_size, engine_url=args.engine_url, tp_size=args.tp_size,
             mem_fraction_static=args.mem_fraction_static, context_length=args.context_length,
             reasoning_parser=args.reasoning_parser, tool_call_parser=args.tool_call_parser,
         ),
-        rl=RLConfig(
-            enabled=args.enable_rl_intercept, buffer_dir=Path(args.rl_buffer_dir),
-            buffer_max_mb=args.rl_buffer_max_mb, session_idle_timeout=args.session_idle_timeout,
-            options=options,
-        ),
+        rl=_rl_config(args, judge_parser, judge_args),
     )
     check_security(config)
     return config

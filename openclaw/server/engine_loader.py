@@ -37,6 +37,8 @@ def load_engine(cfg: EngineConfig, served_model_name: str | None = None) -> Engi
         )
     if cfg.backend in ("sglang", "vllm"):
         return _load_remote(cfg, served_model_name)
+    if cfg.backend == "tinker":
+        return _load_tinker(cfg)
     raise ConfigError(f"unknown backend {cfg.backend!r}")
 
 
@@ -52,4 +54,18 @@ def _load_remote(cfg: EngineConfig, served_model_name: str | None) -> Engine:
             reasoning_parser=cfg.reasoning_parser, tool_call_parser=cfg.tool_call_parser,
             served_model_name=served_model_name)
     except sglang_backend.BackendUnavailable as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _load_tinker(cfg: EngineConfig) -> Engine:
+    """Sampling from a Tinker API (openclaw-tinker/README.md): --model-path names the base model as
+    Tinker knows it (its tokenizer is read from there), --engine-url the service (else env
+    TINKER_ENDPOINT, else the SDK's default), env TINKER_API_KEY the key."""
+    from openclaw.engines.tinker_engine import TinkerEngine, TinkerUnavailable
+
+    if not cfg.model_path:
+        raise ConfigError("--backend tinker needs --model-path: the base model as Tinker names it")
+    try:
+        return TinkerEngine.load(cfg.model_path, base_url=cfg.engine_url, max_context_len=cfg.context_length)
+    except TinkerUnavailable as exc:
         raise ConfigError(str(exc)) from exc

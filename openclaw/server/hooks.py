@@ -54,6 +54,7 @@ class CompletedTurn:
     weight_version: int
     created_at: float
     finished_at: float
+    metadata: dict[str, Any] = field(default_factory=dict)  # merged into the record's metadata (e.g. context_fit)
 
 
 class TurnObserver(Protocol):

@@ -4,28 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from openclaw.server.config import ConfigError, ServerConfig
+from openclaw.judge.config import JudgeConfig
+from openclaw.server.config import ServerConfig
 
 
-def judge_config(config: ServerConfig) -> Any | None:
+def judge_config(config: ServerConfig) -> JudgeConfig | None:
     """The judge's typed config when `--judge-workers N` (or `--num-judge-workers N`) asks for
-    workers in this process, else None. Validated before the server starts serving."""
-    options = config.rl.options
-    workers = options.get("judge_workers", options.get("num_judge_workers"))
-    if workers in (None, False, "0", 0):
-        return None
-    if not config.rl.enabled:
-        raise ConfigError("--judge-workers needs --enable-rl-intercept: the judge reads the trajectory buffer")
-    from openclaw.judge import JudgeConfig, JudgeConfigError
-
-    try:
-        return JudgeConfig.from_options(options)
-    except (JudgeConfigError, SystemExit, ValueError) as exc:
-        raise ConfigError(f"judge configuration: {exc}") from exc
+    workers in this process, else None. Parsed and validated with the server's flags
+    (openclaw.server.config), before the server starts serving."""
+    return config.rl.judge
 
 
-def start_judge(config: ServerConfig, judge_cfg: Any) -> Any:
+def start_judge(config: ServerConfig, judge_cfg: JudgeConfig) -> Any:
     """Start the workers on the server's buffer; the handle's `.stop()` joins them."""
-    from openclaw.judge import start_judge_service
+    from openclaw.judge import start_judge_service  # lazy: the CPU judge loads torch
 
     return start_judge_service(judge_cfg, config.rl.buffer_dir)

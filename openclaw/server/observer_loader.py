@@ -24,13 +24,15 @@ def build_observer(config: ServerConfig, engine: Any = None) -> TurnObserver | N
     factory = getattr(intercept, "build_observer", None)
     if factory is None:
         raise ConfigError("openclaw.intercept has no build_observer(); cannot enable the RL intercept")
-    available = {"rl": config.rl, "rl_config": config.rl, "config": config.rl, "server_config": config,
+    # The intercept receives its typed InterceptConfig (composed by openclaw.server.config).
+    intercept_cfg = config.rl.intercept
+    available = {"rl": intercept_cfg, "rl_config": intercept_cfg, "config": intercept_cfg, "server_config": config,
                  "engine": engine, "tokenizer": getattr(engine, "tokenizer", None)}
     params = inspect.signature(factory).parameters
     kwargs = {k: v for k, v in available.items() if k in params}
     if not kwargs and params:
-        kwargs = {next(iter(params)): config.rl}
+        kwargs = {next(iter(params)): intercept_cfg}
     try:
         return factory(**kwargs)
-    except ValueError as exc:  # the intercept's own config validation (bad --rl-* values)
+    except ValueError as exc:  # e.g. the buffer refuses the directory
         raise ConfigError(f"RL intercept configuration: {exc}") from exc

@@ -10,10 +10,12 @@ results as `<tool_response>` blocks, the format our parser reads back.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
 
+from openclaw.engines.tokenizer_lock import tokenizer_lock
 from openclaw.server.protocol import (
     ChatCompletionRequest,
     ImagePart,
@@ -182,18 +184,51 @@ class RenderedPrompt:
     prefill: str
 
 
+class PromptTooLong(ValueError):
+    """The rendered prompt has at least `at_least` tokens (known without tokenising it)."""
+
+    def __init__(self, at_least: int) -> None:
+        super().__init__(f"the prompt has at least {at_least} tokens")
+        self.at_least = at_least
+
+
+@functools.cache
+def max_token_bytes(tokenizer: Any) -> int:
+    """The most UTF-8 bytes any one token's text spells (its vocabulary form, an upper bound on the
+    text bytes it covers: byte-level 'Ġ' is 2 bytes for 1, SentencePiece '▁' 3 for 1)."""
+    pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    return max((len(p.encode("utf-8", "replace")) for p in pieces if p), default=1)
+
+
 def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                  mode: ToolMode) -> RenderedPrompt:
+                  mode: ToolMode, *, allow_control_tokens: bool = False,
+                  token_budget: int | None = None) -> RenderedPrompt:
     """Apply the chat template (with a generation prompt) and tokenize. `tools` are the request's
-    tools as plain dicts; they are rendered only when `mode.parse` (tool_choice != none)."""
+    tools as plain dicts; they are rendered only when `mode.parse` (tool_choice != none).
+
+    Control tokens (`<|im_end|>`, `<|im_start|>`, ...) typed inside messages or tools are encoded as
+    plain text, so text cannot forge a turn boundary; only the template's own are real tokens
+    (transformers' `sanitize_control_tokens`). `allow_control_tokens` encodes the whole rendered text
+    as is (the old behaviour, for clients that send pre-rendered turns on purpose).
+
+    With `token_budget`, a text that must exceed it (by length alone: no token spells more than
+    `max_token_bytes`) raises PromptTooLong before any tokenising: a 30 MB body costs a length check.
+    """
     active_tools = tools if mode.parse else None
     if template_supports_tools(tokenizer):
-        text = tokenizer.apply_chat_template(_for_native_template(messages), tools=active_tools or None,
-                                             add_generation_prompt=True, tokenize=False)
+        chat, extra = _for_native_template(messages), {"tools": active_tools or None}
     else:
-        text = tokenizer.apply_chat_template(_render_tools_inline(messages, active_tools),
-                                             add_generation_prompt=True, tokenize=False)
-    text += mode.prefill
-    # The template already contains BOS/special tokens where the model wants them.
-    ids = tokenizer.encode(text, add_special_tokens=False)
-    return RenderedPrompt(text=text, input_ids=list(ids), prefill=mode.prefill)
+        chat, extra = _render_tools_inline(messages, active_tools), {}
+    text = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False, **extra) + mode.prefill
+    if token_budget is not None and len(text) // max_token_bytes(tokenizer) > token_budget:
+        raise PromptTooLong(len(text) // max_token_bytes(tokenizer))
+    with tokenizer_lock(tokenizer):
+        if allow_control_tokens:
+            # The template already contains BOS/special tokens where the model wants them.
+            ids = list(tokenizer.encode(text, add_special_tokens=False))
+        else:
+            ids = list(tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True,
+                                                     return_dict=False, sanitize_control_tokens=True, **extra))
+            if mode.prefill:  # our own text (a tool call's opening), after the generation prompt's newline
+                ids += tokenizer.encode(mode.prefill, add_special_tokens=False)
+    return RenderedPrompt(text=text, input_ids=ids, prefill=mode.prefill)

@@ -8,7 +8,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+
+def _not_bool(value: Any) -> Any:
+    # pydantic's lax mode reads true as 1; OpenAI refuses a boolean where a number belongs, and so do we.
+    if isinstance(value, bool):
+        raise ValueError("expected a number, not a boolean")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_not_bool)]
+Num = Annotated[float, BeforeValidator(_not_bool)]
+# The seeds the engines accept (torch.Generator's range); outside it a seed is a 400 up front, not
+# an error inside a shared batch.
+SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
 
 
 class _Strict(BaseModel):
@@ -108,18 +122,18 @@ class StreamOptions(_Strict):
 class ChatCompletionRequest(_Strict):
     model: str | None = None
     messages: list[Message] = Field(min_length=1)
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    top_k: int | None = Field(default=None, ge=-1)  # extension (SGLang/vLLM); -1 disables
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: Num | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: Num | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: Int | None = Field(default=None, ge=-1)  # extension (SGLang/vLLM); -1 disables
+    max_tokens: Int | None = Field(default=None, ge=1)
+    max_completion_tokens: Int | None = Field(default=None, ge=1)
     stop: str | list[str] | None = None
-    seed: int | None = None
-    n: int = 1  # one choice per request (n>1 is rejected with 400)
+    seed: Int | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
+    n: Int = 1  # one choice per request (n>1 is rejected with 400)
     stream: bool = False
     stream_options: StreamOptions | None = None
     logprobs: bool = False
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    top_logprobs: Int | None = Field(default=None, ge=0, le=20)
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None

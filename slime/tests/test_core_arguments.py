@@ -39,7 +39,6 @@ def test_reference_aliases_map_to_slime_names():
         [
             "--model-path", "/m", "--save-dir", "/ck", "--num-rollouts-per-prompt", "4",
             "--resume-from-checkpoint", "/ck/checkpoint-500", "--offload-optimizer-state",
-            "--num-judge-workers", "4", "--majority-vote-n", "7", "--majority-vote-threshold", "0.6",
             "--prm-model-path", "/prm", "--rollout-batch-size", "64", "--save-interval", "100",
             "--lr", "1e-6", "--weight-decay", "0.01", "--adam-beta1", "0.9", "--adam-beta2", "0.999",
             "--lora-rank", "64", "--lora-alpha", "128", "--lora-dropout", "0.05", "--use-lora",
@@ -50,7 +49,6 @@ def test_reference_aliases_map_to_slime_names():
     assert cfg.checkpoint.save == "/ck" and cfg.checkpoint.load == "/ck/checkpoint-500"
     assert cfg.data.n_samples_per_prompt == 4 and cfg.data.global_batch_size == 256
     assert cfg.cluster.offload_optimizer_state is True
-    assert (cfg.reward.num_judge_workers, cfg.reward.majority_vote_n, cfg.reward.majority_vote_threshold) == (4, 7, 0.6)
     assert cfg.reward.prm_model_path == "/prm"
     assert cfg.lora.use_lora and cfg.lora.lora_dropout == 0.05
     same = parse_config(["--hf-checkpoint", "/m", "--save", "/ck", "--n-samples-per-prompt", "4", "--load", "/x"], env=NO_ENV)
@@ -58,16 +56,14 @@ def test_reference_aliases_map_to_slime_names():
 
 
 def test_env_defaults_and_precedence(tmp_path):
-    env = {"MAJORITY_VOTE_N": "5", "MAJORITY_VOTE_THRESHOLD": "0.6", "MODEL_PATH": "/env/model", "PRM_MODEL_PATH": "/env/prm"}
+    # (majority voting is the judge's setting, not the trainer's: see tests/test_public_pages_flags.py)
+    env = {"MODEL_PATH": "/env/model", "PRM_MODEL_PATH": "/env/prm"}
     cfg = parse_config([], env=env)
-    assert (cfg.reward.majority_vote_n, cfg.reward.majority_vote_threshold) == (5, 0.6)
     assert cfg.rollout.hf_checkpoint == "/env/model" and cfg.reward.prm_model_path == "/env/prm"
     yml = tmp_path / "c.yaml"
-    yml.write_text("majority_vote_n: 3\n")
-    assert parse_config(["--config", str(yml)], env=env).reward.majority_vote_n == 3  # yaml beats env
-    assert parse_config(["--config", str(yml), "--majority-vote-n", "9"], env=env).reward.majority_vote_n == 9
-    with pytest.raises(ConfigError, match="MAJORITY_VOTE_N"):
-        parse_config([], env={"MAJORITY_VOTE_N": "many"})
+    yml.write_text("prm_model_path: /yaml/prm\n")
+    assert parse_config(["--config", str(yml)], env=env).reward.prm_model_path == "/yaml/prm"  # yaml beats env
+    assert parse_config(["--config", str(yml), "--prm-model-path", "/cli"], env=env).reward.prm_model_path == "/cli"
 
 
 def test_yaml_config_dashes_underscores_sections_and_cli_override(tmp_path):

@@ -31,7 +31,7 @@ LN15, LN2 = math.log(1.5), math.log(2.0)
 
 @pytest.fixture
 def slime_method(monkeypatch):
-    # A method folder on PYTHONPATH, as the launch scripts do.
+    # A package on the import path: slime's dotted plugin form (pkg.module.attr).
     monkeypatch.syspath_prepend(str(FIXTURES))
     return "slime_method.plugins"
 

@@ -18,7 +18,6 @@ import pytest
 import torch
 
 WORKER = Path(__file__).with_name("megatron_worker.py")
-SLIME_ROOT = Path(__file__).resolve().parents[1]
 ACTOR = {"lr": 1e-3, "clip_grad": 1.0, "weight_decay": 0.0, "global_batch_size": 4, "micro_batch_size": 2}
 
 
@@ -39,8 +38,7 @@ def run_megatron_job(tmp: Path, world: int, **job) -> list[dict]:
     procs = []
     for rank in range(world):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1",
-                   PYTHONPATH=os.pathsep.join([str(SLIME_ROOT), os.environ.get("PYTHONPATH", "")]))
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")  # slime: an installed package
         procs.append(subprocess.Popen([sys.executable, str(WORKER), str(job_file)], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     deadline = time.monotonic() + 240

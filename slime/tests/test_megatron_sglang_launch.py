@@ -76,25 +76,22 @@ def test_rollout_gpus_env_too_short():
 
 
 def test_planned_engine_launch_against_embedded_engine(tiny_model_path, tiny_model_path_alt):
-    """The plan's launch path (SGLangEngine.launch with the engine's CUDA_VISIBLE_DEVICES),
-    with the embedded engine's SGLang-compatible server standing in for sglang.launch_server;
+    """The plan's launch path (a child process with the engine's CUDA_VISIBLE_DEVICES, stopped by
+    PID), with the embedded engine's SGLang-compatible server standing in for sglang.launch_server;
     then generation and a weight update through the same client the trainer uses."""
-    import asyncio
     import sys
     from pathlib import Path
 
     from slime.ray.engine_process import free_port
+    from slime.rollout.sglang_client import SyncSGLangClient
     from slime.rollout.sglang_launch import launch_planned_engines
-
-    from openclaw.engines.base import GenerationRequest, SamplingParams
-    from openclaw.engines.serve import __name__ as serve_module
 
     args = _args("--rollout-num-gpus", "1", "--sglang-context-length", "2048")
     plan = plan_sglang_rollout(args, str(tiny_model_path), base_port=free_port(), env={"ROLLOUT_GPUS": "3"})
     assert _value(plan.engines[0].command, "--context-length") == "2048"
 
-    def embedded(engine):
-        return [sys.executable, "-m", serve_module, "--model-path", engine.config.model_path,
+    def embedded(engine):  # the runtime's engine, by command (a test may name it; slime never imports it)
+        return [sys.executable, "-m", "openclaw.engines.serve", "--model-path", engine.config.model_path,
                 "--host", engine.config.host, "--port", str(engine.config.port)]
 
     (engine,) = launch_planned_engines(plan, startup_timeout=180, launch_command=embedded)
@@ -103,24 +100,17 @@ def test_planned_engine_launch_against_embedded_engine(tiny_model_path, tiny_mod
         env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         assert b"CUDA_VISIBLE_DEVICES=3" in env  # the engine got its planned GPU list
         assert engine.base_url == plan.entry_url
-
-        async def exercise():
-            req = GenerationRequest(input_ids=(1, 42, 17, 99), params=SamplingParams(max_new_tokens=4, temperature=0.0,
-                                                                                     ignore_eos=True),
-                                    return_logprob=True)
-            before = await engine.generate(req)
-            ok, message = await engine.update_weights_from_disk(str(tiny_model_path_alt), weight_version=1)
-            after = await engine.generate(req)
-            await engine.shutdown()
-            return before, ok, message, after
-
-        before, ok, message, after = asyncio.run(exercise())
+        body = {"input_ids": [1, 42, 17, 99], "return_logprob": True,
+                "sampling_params": {"max_new_tokens": 4, "temperature": 0.0, "ignore_eos": True}}
+        with SyncSGLangClient(engine.base_url, timeout=120) as client:
+            before = client.generate(body)
+            client.update_weights_from_disk(str(tiny_model_path_alt), weight_version=1)
+            after = client.generate(body)
     finally:
-        if Path(f"/proc/{pid}").exists():
-            asyncio.run(engine.shutdown())
-    assert ok, message
-    assert len(before.output_ids) == 4 and len(before.output_logprobs) == 4
-    assert after.weight_version == 1 and after.output_logprobs != before.output_logprobs
+        engine.stop()
+    assert len(before["output_ids"]) == 4 and len(before["meta_info"]["output_token_logprobs"]) == 4
+    assert int(after["meta_info"]["weight_version"]) == 1
+    assert after["meta_info"]["output_token_logprobs"] != before["meta_info"]["output_token_logprobs"]
     assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
 
 

@@ -26,8 +26,7 @@ def _engine_response_log_probs(client, tokens: list[int], response_length: int) 
 
 def test_tp2_step_matches_fsdp_and_syncs_to_embedded_engine(tmp_path, tiny_model_path):
     from slime.ray.engine_process import EngineProcess
-
-    from openclaw.engines.sglang_client import SyncSGLangClient
+    from slime.rollout.sglang_client import SyncSGLangClient
 
     engine = EngineProcess(model_path=str(tiny_model_path), log_path=tmp_path / "engine.log")
     engine.start(timeout_s=180)

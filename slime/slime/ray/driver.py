@@ -1,5 +1,14 @@
-"""What train.py and train_async.py share: bring the run up (Ray, placement, rollout manager,
-train group, resume), save checkpoints, push weights, log, and tear everything down.
+"""The one training loop's parts, shared by train.py, train_async.py and in-process jobs.
+
+Bring a run up (`setup`: Ray, placement, rollout manager, train group, resume; `setup_local`:
+the same parts in this process, against engines that are already serving), then per rollout:
+
+    samples, metrics = collect_rollout(run, rollout_id)     # rollout + its data-source state
+    metrics.update(run.train_on(rollout_id, samples))       # train
+    finish_step(run, rollout_id, metrics, timer)            # push weights, report, save, log (when due)
+
+and `run.shutdown()` tears down what was started. The rollout manager is a Ray actor in `setup`
+and a plain object in `setup_local`; `call`/`resolve` hide the difference.
 """
 
 from __future__ import annotations
@@ -65,10 +74,27 @@ def init_ray(cfg: Any) -> None:
     ray.init(**kwargs)
 
 
-def make_logger(cfg: Any, total_steps: int, start_step: int):
+def make_logger(cfg: Any, total_steps: int, start_step: int, echo: bool = True):
     from slime.ray.run_logging import RunLogger
 
-    return RunLogger(cfg, total_steps, start_step)
+    return RunLogger(cfg, total_steps, start_step, echo=echo)
+
+
+class _Ready:
+    """An in-process call's result, shaped like a Ray ObjectRef for `resolve`."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def call(target: Any, name: str, *args: Any) -> Any:
+    """`target.name(*args)`: a remote call on a Ray actor (an ObjectRef), a direct one otherwise."""
+    method = getattr(target, name)
+    return method.remote(*args) if hasattr(method, "remote") else _Ready(method(*args))
+
+
+def resolve(ref: Any) -> Any:
+    return ref.value if isinstance(ref, _Ready) else ray.get(ref)
 
 
 @dataclass
@@ -88,18 +114,20 @@ class Run:
     _engines_on: bool = True
     _trainer_on: bool = True
     trained_indices: list[int] = field(default_factory=list)
+    unreported_indices: list[int] = field(default_factory=list)  # trained, not yet passed to `on_trained`
 
     # ------------------------------------------------------------------ steps
     def generate(self, rollout_id: int):
-        """Remote call: returns an ObjectRef of (samples, metrics, data_source_state)."""
-        return self.rollout.generate_with_state.remote(rollout_id)
+        """Start rollout `rollout_id`: a handle for `collect_rollout` (a Ray ObjectRef, or the
+        in-process result) of (samples, metrics, data_source_state)."""
+        return call(self.rollout, "generate_with_state", rollout_id)
 
     # Colocated mode: the engines and the trainer take turns on the same devices. Rollout and
     # weight loading need the engines resident; training needs them released (SGLang) and the
     # trainer's weights/optimizer back on the GPU. The flags make each switch idempotent.
     def _engines_resident(self, on: bool) -> None:
         if self.cfg.cluster.offload_rollout and self.rollout is not None and self._engines_on != on:
-            ray.get((self.rollout.onload if on else self.rollout.offload).remote())
+            resolve(call(self.rollout, "onload" if on else "offload"))
             self._engines_on = on
 
     def _trainer_resident(self, on: bool) -> None:
@@ -116,7 +144,18 @@ class Run:
         self._trainer_resident(True)
         metrics = self.train.train(rollout_id, samples, sample_weights)
         self.trained_indices.extend(int(s.index) for s in samples if s.index is not None)
+        self.unreported_indices.extend(int(s.index) for s in samples if s.index is not None)
         return metrics
+
+    def report_trained(self, rollout_id: int, synced: bool) -> None:
+        """Tell the data source which sample indices step `rollout_id` trained and the weight
+        version they went into (the one just pushed, or the next one to be pushed), through its
+        optional `on_trained(indices, step, weight_version)`; a provenance ledger lives there."""
+        if not self.unreported_indices or self.rollout is None:
+            return
+        version = self.weights.version if synced else self.weights.version + 1
+        resolve(call(self.rollout, "on_trained", list(self.unreported_indices), rollout_id, version))
+        self.unreported_indices = []
 
     def sync_weights(self) -> float:
         """Write weights (or the adapter) and load them into every engine; returns seconds."""
@@ -125,7 +164,7 @@ class Run:
         self._engines_resident(True)
         folder = self.weights.next_folder()
         self.train.save_hf(folder)
-        ray.get(self.rollout.update_weights.remote(str(folder), self.weights.version + 1))
+        resolve(call(self.rollout, "update_weights", str(folder), self.weights.version + 1))
         self.weights.committed(folder)
         return time.perf_counter() - t0
 
@@ -160,6 +199,9 @@ class Run:
         if self.train is not None:
             self.train.shutdown()
             self.train = None
+        if self.rollout is not None and not hasattr(self.rollout.shutdown, "remote"):
+            self.rollout.shutdown()  # in-process (setup_local)
+            self.rollout = None
         if self.rollout is not None:
             try:
                 ray.get(self.rollout.shutdown.remote(), timeout=120)
@@ -173,6 +215,7 @@ class Run:
             shutil.rmtree(self.sync_root, ignore_errors=True)
         if self.logger is not None:
             self.logger.close()
+            self.logger = None
 
 
 def to_ranges(indices: list[int]) -> list[list[int]]:
@@ -191,11 +234,10 @@ def from_ranges(ranges: list[list[int]]) -> list[int]:
 
 
 def _resolve_model(cfg: Any) -> Any:
-    if cfg.rollout.hf_checkpoint:
-        return cfg
-    from openclaw.models import resolve_model_path
-
-    return cfg.with_overrides(hf_checkpoint=str(resolve_model_path(None)))
+    # slime knows no default model (the runtime's launcher resolves one and passes it)
+    if not cfg.rollout.hf_checkpoint:
+        raise ValueError("no model: pass --hf-checkpoint (an HF model folder or hub id)")
+    return cfg
 
 
 def setup(cfg: Any) -> Run:
@@ -252,6 +294,36 @@ def setup(cfg: Any) -> Run:
     return run
 
 
+def setup_local(cfg: Any, *, echo_steps: bool = True) -> Run:
+    """The parts of `setup` in this process, without Ray: one training rank (`LocalTrainGroup`)
+    and the rollout manager as a plain object, over already-running engines (`--rollout-backend
+    external`). For a job whose engine lives next to the trainer (the runtime's demo)."""
+    from slime.ray.local_group import LocalTrainGroup
+
+    cfg = absolutize(_resolve_model(cfg))
+    if cfg.cluster.rollout_backend != "external":
+        raise ValueError("an in-process run trains against engines that are already serving: "
+                         "pass --rollout-backend external --rollout-external-engine-addrs HOST:PORT")
+    if cfg.checkpoint.load:
+        raise ValueError("an in-process run does not resume (--load): use slime/train.py")
+    sync_root = Path(tempfile.mkdtemp(prefix="slime-weights-", dir=os.environ.get("SLIME_WEIGHT_SYNC_DIR")))
+    model_path = cfg.rollout.hf_checkpoint
+    run = Run(cfg=cfg, args=cfg.to_namespace(), model_path=model_path, start_rollout_id=int(cfg.data.start_rollout_id or 0),
+              num_rollout=0, weights=WeightVersions(root=sync_root, interval=cfg.rollout.update_weights_interval),
+              sync_root=sync_root)
+    try:
+        run.train = LocalTrainGroup(cfg, model_path=model_path)
+        run.rollout = RolloutManagerActor(cfg, model_path, False, cfg.logging.log_dir, None, 0)
+        run.rollout.start_engines()
+        run.args = run.rollout.m.args  # the manager's view carries the engine URLs the plugins read
+        run.num_rollout = _num_rollout(cfg, run.rollout.num_prompts())
+        run.logger = make_logger(cfg, run.num_rollout, run.start_rollout_id, echo=echo_steps)
+    except BaseException:
+        run.shutdown()
+        raise
+    return run
+
+
 def _num_rollout(cfg: Any, num_prompts: int) -> int:
     if cfg.data.num_rollout is not None:
         return int(cfg.data.num_rollout)
@@ -294,6 +366,11 @@ class RolloutManagerActor:
     def update_weights(self, model_path: str, version: int) -> int:
         return self.m.update_weights(model_path, version)
 
+    def on_trained(self, indices: list[int], step: int, weight_version: int) -> None:
+        hook = getattr(self.m.data_source, "on_trained", None)  # optional data-source hook
+        if hook is not None:
+            hook(indices, step, weight_version)
+
     def offload(self) -> None:
         self.m.offload()
 
@@ -312,3 +389,39 @@ def rollout_summary(samples: list[Sample], args: Any) -> dict[str, float]:
     out["rollout/num_samples"] = float(len(samples))
     out["rollout/response_tokens"] = float(sum(s.response_length for s in samples))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop's steps (train.py, train_async.py and in-process jobs call these, in this order)
+# ---------------------------------------------------------------------------------------------
+
+
+def collect_rollout(run: Run, rollout_id: int, ref: Any = None) -> tuple[list[Sample], dict[str, Any]]:
+    """Wait for rollout `rollout_id` (`ref` from `run.generate`, or generate it now), keep its
+    data-source state for the checkpoint, and summarise it."""
+    samples, rollout_metrics, state = resolve(ref if ref is not None else run.generate(rollout_id))
+    run.data_states[rollout_id] = state
+    metrics = dict(rollout_metrics)
+    metrics.update(rollout_summary(samples, run.args))
+    return samples, metrics
+
+
+def finish_step(run: Run, rollout_id: int, metrics: dict[str, Any], timer: Any, *, sync: bool = True) -> None:
+    """The tail of every step: push weights (every --update-weights-interval), tell the data
+    source what was trained into which version (`Run.report_trained`), save (every
+    --save-interval and at the end), log."""
+    synced = sync and run.weights.due(rollout_id)
+    if synced:
+        with timer("weight_sync"):
+            run.sync_weights()
+    run.report_trained(rollout_id, synced)
+    metrics["weights/version"] = run.weights.version
+    if run.should_save(rollout_id):
+        with timer("save"):
+            run.save(rollout_id)
+    log_step(run, rollout_id, metrics, timer)
+
+
+def log_step(run: Run, rollout_id: int, metrics: dict[str, Any], timer: Any) -> None:
+    metrics.update(timer.metrics(tokens=int(metrics.get("rollout/response_tokens", 0))))
+    run.logger.log(rollout_id, metrics)

@@ -1,14 +1,16 @@
 """Inference engines as child processes, started and stopped by PID.
 
-CPU (and GPU without SGLang): `python -m openclaw.engines.serve` (the embedded engine, SGLang's
-HTTP API). GPU with SGLang installed: `python -m sglang.launch_server` through
-openclaw.engines.sglang_backend when the engine helper's launcher is available.
+CPU (and GPU without SGLang): the program named by `--rollout-engine-command` (any server that
+speaks SGLang's HTTP API; the runtime's embedded engine by default), started with the model and
+address flags appended. GPU with SGLang: the full `sglang.launch_server` argv from
+`slime.rollout.sglang_command` (`argv=`). slime runs a command, it never imports the engine.
 Each process runs in its own session so that stopping it also stops anything it spawned.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -18,6 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from slime.rollout.sglang_client import auth_headers
+
+# The embedded engine the runtime ships (a program name, not an import): --rollout-engine-command's default.
+DEFAULT_ENGINE_COMMAND = "python -m openclaw.engines.serve"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -36,6 +43,8 @@ class EngineProcess:
     max_batch_size: int = 16
     log_path: Path | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    engine_command: str = DEFAULT_ENGINE_COMMAND  # --rollout-engine-command
+    argv: list[str] | None = None  # a complete command (SGLang): host and port already in it
     proc: subprocess.Popen | None = None
 
     @property
@@ -43,17 +52,27 @@ class EngineProcess:
         return f"http://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "openclaw.engines.serve", "--model-path", str(self.model_path),
-               "--host", self.host, "--port", str(self.port), "--dtype", self.dtype,
-               "--max-batch-size", str(self.max_batch_size)]
+        if self.argv is not None:
+            return list(self.argv)
+        program = shlex.split(self.engine_command)
+        if not program:
+            raise ValueError("--rollout-engine-command is empty: name the program that serves the engine")
+        if program[0] in ("python", "python3"):
+            program[0] = sys.executable  # the trainer's interpreter, not whatever is first on PATH
+        cmd = program + ["--model-path", str(self.model_path), "--host", self.host, "--port", str(self.port),
+                         "--dtype", self.dtype, "--max-batch-size", str(self.max_batch_size)]
         if self.device:
             cmd += ["--device", self.device]
         return cmd
 
+    @property
+    def base_url(self) -> str:
+        return self.url
+
     def start(self, timeout_s: float = 300.0) -> None:
         """Launch and wait for /health; retries on a port taken between probe and bind."""
         last_error = ""
-        for _ in range(3):
+        for _ in range(3 if self.argv is None else 1):  # a given argv has its port fixed
             if not self.port:
                 self.port = free_port(self.host)
             log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
@@ -78,7 +97,7 @@ class EngineProcess:
             if self.proc is None or self.proc.poll() is not None:
                 return False, f"process exited with {self.proc.returncode if self.proc else None}"
             try:
-                if httpx.get(self.url + "/health", timeout=2.0).status_code == 200:
+                if httpx.get(self.url + "/health", headers=auth_headers(), timeout=2.0).status_code == 200:
                     return True, ""
             except httpx.HTTPError as exc:
                 error = str(exc)

@@ -2,9 +2,10 @@
 function, pushes weights to the engines, and stops its engine processes on shutdown.
 
 Engines by `--rollout-backend`:
-  embedded (CPU default): `python -m openclaw.engines.serve` child processes, one per engine;
-  sglang (GPU default when sglang is importable): openclaw.engines.sglang_backend launches
-      `sglang.launch_server` on the rollout GPUs;
+  embedded (CPU default): `--rollout-engine-command` child processes (a server speaking SGLang's
+      HTTP API), one per engine;
+  sglang (GPU default when sglang is importable): `sglang.launch_server` child processes on the
+      rollout GPUs (commands from slime.rollout.sglang_launch);
   external: already-running servers at --rollout-external-engine-addrs (not started/stopped).
 Runs as a Ray actor with max_concurrency 2 so that train_async can push weights while the next
 rollout is being generated.
@@ -83,13 +84,14 @@ class RolloutManager:
             # through the one planner, so none is dropped on the way to sglang.launch_server.
             plan = plan_sglang_rollout(self.args, self.model_path, ports=[free_port() for _ in range(n)],
                                        gpu_ids=gpu_ids or None, weight_version=self.weight_version)
-            self.sglang_handles = launch_planned_engines(plan)
+            self.sglang_handles = launch_planned_engines(plan, log_dir=str(self.log_dir))
             self.urls = [h.base_url for h in self.sglang_handles]
         else:
             for i in range(n):
                 eng = EngineProcess(model_path=self.model_path, log_path=self.log_dir / f"engine_{i}.log",
                                     dtype="bfloat16" if getattr(self.args, "bf16", False) else "float32",
                                     device="cuda" if gpu_ids else None, extra_env=engine_env(i),
+                                    engine_command=self.args.rollout_engine_command,
                                     max_batch_size=max(8, int(self.args.rollout_batch_size) * int(self.args.n_samples_per_prompt)))
                 self.engines.append(eng)
                 eng.start()
@@ -107,7 +109,7 @@ class RolloutManager:
         return list(self.urls)
 
     def engine_pids(self) -> list[int]:
-        return [e.pid for e in self.engines if e.pid is not None]
+        return [e.pid for e in [*self.engines, *self.sglang_handles] if e.pid is not None]
 
     def engine_urls(self) -> list[str]:
         return list(self.urls)
@@ -179,17 +181,21 @@ class RolloutManager:
     def _memory_call(self, path: str) -> None:
         import httpx
 
+        from slime.rollout.sglang_client import auth_headers
+
         for h in self.sglang_handles:  # the embedded engine keeps its (CPU) memory: nothing to do
-            httpx.post(h.base_url + path, json={}, timeout=300).raise_for_status()
+            httpx.post(h.base_url + path, json={}, headers=auth_headers(), timeout=300).raise_for_status()
 
     def shutdown(self) -> None:
+        close = getattr(self.data_source, "close", None)
+        if close is not None:
+            close()
+            self.data_source = None
         for e in self.engines:
             e.stop()
         self.engines = []
-        import asyncio
-
         for h in self.sglang_handles:
-            asyncio.run(h.shutdown())  # stops the launched server by its PID / process group
+            h.stop()  # the launched server's process group, by PID
         self.sglang_handles = []
 
 

@@ -12,16 +12,19 @@ _LINE_KEYS = ("reward/mean", "reward/std", "loss/total", "loss/pg", "loss/kl", "
 
 
 class RunLogger:
-    def __init__(self, cfg: Any, total_steps: int, start_step: int) -> None:
+    def __init__(self, cfg: Any, total_steps: int, start_step: int, echo: bool = True) -> None:
         from slime.utils.metrics import MetricsLogger
 
         self.metrics = MetricsLogger.from_config(cfg, total_steps=total_steps, start_step=start_step)
         self.total = total_steps
         self.start = start_step
         self.t0 = time.monotonic()
+        self.echo = echo  # False: the caller prints its own progress (metrics still go to the files)
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         self.metrics.log(metrics, step=step)
+        if not self.echo:
+            return
         done = step + 1 - self.start
         eta = (time.monotonic() - self.t0) / max(1, done) * max(0, self.total - step - 1)
         parts = " ".join(f"{k}={float(metrics[k]):.4g}" for k in _LINE_KEYS if k in metrics)

@@ -1,6 +1,6 @@
 """The rollout side's view of the inference engines: a list of SGLang-protocol addresses.
 
-Every HTTP call goes through openclaw's shared SGLang client, so SGLang (GPU) and the embedded
+Every HTTP call goes through the one SGLang-protocol client (`slime.rollout.sglang_client`), so SGLang (GPU) and the embedded
 engine (CPU) are driven by one code path.
 """
 
@@ -48,7 +48,7 @@ class EngineClients:
     """Async clients for N engines; create and close them inside the event loop that uses them."""
 
     def __init__(self, urls: list[str], timeout_s: float = 600.0) -> None:
-        from openclaw.engines.sglang_client import SGLangClient
+        from slime.rollout.sglang_client import SGLangClient
 
         if not urls:
             raise ValueError("EngineClients needs at least one engine URL")

@@ -1,7 +1,7 @@
 """Trainer flags -> SGLang rollout engines (the GPU production path).
 
-Maps slime's rollout flags onto the engine helper's launcher
-(`openclaw.engines.sglang_backend.build_sglang_launch_command` / `build_router_command`):
+Maps slime's rollout flags onto SGLang's launch commands
+(`slime.rollout.sglang_command.build_sglang_launch_command` / `build_router_command`):
 
     --rollout-num-gpus N --rollout-num-gpus-per-engine K   -> N/K engines, each `--tp-size K`
     --rollout-num-engines E                                 -> E engines (overrides N/K)
@@ -21,16 +21,15 @@ the training ones with --colocate). Under Ray the same lists become the engines'
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from openclaw.engines.sglang_backend import (
-    SGLangLaunchConfig,
-    build_router_command,
-    build_sglang_launch_command,
-)
+from slime.ray.engine_process import EngineProcess
+from slime.rollout.sglang_command import SGLangLaunchConfig, build_router_command, build_sglang_launch_command
 
 # --sglang-<name> values that are fields of SGLangLaunchConfig, with their types
 _TYPED_FIELDS: dict[str, type] = {
@@ -165,25 +164,28 @@ def plan_sglang_rollout(args: Any, model_path: str, *, host: str = "127.0.0.1", 
 
 
 def launch_planned_engines(plan: RolloutPlan, *, startup_timeout: float = 900.0,
-                           launch_command: Callable[[EngineLaunch], list[str]] | None = None) -> list:
-    """Start every engine of `plan` (each with its CUDA_VISIBLE_DEVICES) through the engine
-    helper's `SGLangEngine.launch`; on any failure the ones already started are stopped.
+                           launch_command: Callable[[EngineLaunch], list[str]] | None = None,
+                           log_dir: str | None = None) -> list[EngineProcess]:
+    """Start every engine of `plan` (each with its CUDA_VISIBLE_DEVICES) as a child process and
+    wait for its /health; on any failure the ones already started are stopped.
 
     `launch_command(engine) -> argv` replaces `sglang.launch_server` (CI starts the embedded
     engine's SGLang-compatible server this way). The router, if planned, is the caller's.
     """
-    import asyncio
-
-    from openclaw.engines.sglang_backend import SGLangEngine
-
-    started = []
+    if launch_command is None and importlib.util.find_spec("sglang") is None:
+        raise RuntimeError("--rollout-backend sglang: SGLang is not installed in this Python (pip install -r "
+                           "requirements-gpu.txt, needs CUDA GPUs); use --rollout-backend embedded or external")
+    started: list[EngineProcess] = []
     try:
-        for engine in plan.engines:
-            cmd = launch_command(engine) if launch_command else None
-            started.append(SGLangEngine.launch(engine.config, startup_timeout=startup_timeout, launch_command=cmd,
-                                               env={**os.environ, **engine.env}))
+        for i, engine in enumerate(plan.engines):
+            argv = launch_command(engine) if launch_command else engine.command
+            proc = EngineProcess(model_path=engine.config.model_path, host=engine.config.host, port=engine.config.port,
+                                 argv=argv, extra_env=dict(engine.env),
+                                 log_path=Path(log_dir) / f"sglang_{i}.log" if log_dir else None)
+            started.append(proc)
+            proc.start(timeout_s=startup_timeout)
     except BaseException:
-        for handle in started:
-            asyncio.run(handle.shutdown())
+        for proc in started:
+            proc.stop()
         raise
     return started

@@ -13,6 +13,7 @@ Engine addresses come from `args.rollout_engine_urls` (set by the rollout manage
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -20,6 +21,8 @@ from slime.rollout.base_types import DynamicFilterOutput, RolloutFnTrainOutput
 from slime.rollout.engine_io import EngineClients, sampling_params_from_args
 from slime.rollout.rm import batched_async_rm
 from slime.utils.types import Sample
+
+log = logging.getLogger("slime.rollout")
 
 
 def _tokenizer(args: Any):
@@ -55,7 +58,11 @@ async def generate_one(args: Any, sample: Sample, sampling_params: dict[str, Any
     sample.response_length = len(output_ids)
     sample.loss_mask = [1] * len(output_ids)
     sample.rollout_log_probs = logprobs
-    sample.weight_version = parse_weight_version(out["meta_info"].get("weight_version"))
+    raw_version = out["meta_info"].get("weight_version")
+    version = parse_weight_version(raw_version)
+    if version is None:  # counted per rollout (rollout/weight_version_unreadable) and warned about there
+        sample.metadata["weight_version_unreadable"] = repr(raw_version)
+    sample.weight_version = version if version is not None else 0
     finish = (out["meta_info"].get("finish_reason") or {}).get("type")
     sample.status = {"length": Sample.Status.TRUNCATED, "abort": Sample.Status.ABORTED}.get(finish, Sample.Status.COMPLETED)
     return sample
@@ -138,15 +145,23 @@ async def generate_rollout_async(args: Any, rollout_id: int, data_source: Any, c
     }
     for reason, count in filtered.items():
         metrics[f"rollout/filtered/{reason}"] = count
+    unreadable = [s.metadata["weight_version_unreadable"] for s in flat if "weight_version_unreadable" in s.metadata]
+    metrics["rollout/weight_version_unreadable"] = len(unreadable)
+    if unreadable:
+        # Loud, not silent: staleness (--max-staleness, train_async) treats these samples as version 0.
+        log.warning("rollout %d: %d of %d samples came with weight version %s, not an integer; their staleness is "
+                    "measured as if version 0 (start SGLang with --weight-version 0)", rollout_id, len(unreadable),
+                    len(flat), unreadable[0])
     return RolloutFnTrainOutput(samples=kept, metrics=metrics)
 
 
-def parse_weight_version(value: Any) -> int:
-    """SGLang reports versions as strings; ours are integers ("3" -> 3, missing -> 0)."""
+def parse_weight_version(value: Any) -> int | None:
+    """SGLang reports versions as strings; ours are integers ("3" -> 3). None: not an integer
+    (SGLang's "default" when started without --weight-version, or missing)."""
     try:
         return int(value)
     except (TypeError, ValueError):
-        return 0
+        return None
 
 
 def reward_value(args: Any, sample: Sample) -> float:

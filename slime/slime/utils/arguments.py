@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from slime.ray.engine_process import DEFAULT_ENGINE_COMMAND
+
 logger = logging.getLogger(__name__)
 
 ADVANTAGE_ESTIMATORS = (
@@ -100,7 +102,9 @@ class ClusterConfig:
     )
     rollout_num_gpus_per_engine: int = arg(1, "GPUs per inference engine (SGLang tp_size).")
     rollout_num_engines: int | None = arg(
-        None, "Inference engines; default rollout_num_gpus / rollout_num_gpus_per_engine (1 on CPU)."
+        None,
+        "Inference engines; default rollout_num_gpus / rollout_num_gpus_per_engine (1 on CPU).",
+        flags=("--num-rollout-workers",),  # the second public page's spelling: its rollout workers are engines
     )
     num_gpus_per_node: int = arg(8, "GPUs per node available for rollout (set below 8 on smaller nodes).")
     colocate: bool = arg(False, "Train and serve on the same devices (turns on --offload-train/--offload-rollout).")
@@ -108,7 +112,10 @@ class ClusterConfig:
     offload_train: bool | None = arg(None, "Offload the training actor while rollout runs.")
     offload_rollout: bool | None = arg(None, "Offload the rollout engines while training runs.")
     offload_optimizer_state: bool = arg(
-        False, "Keep optimizer state on CPU (reference spelling).", flags=("--optimizer-cpu-offload",)
+        False,
+        "Keep optimizer state in CPU memory between steps (FSDP on GPU: moved to the GPU only for the "
+        "optimizer step; Megatron: its optimizer CPU offload). On a CPU-only machine it is already there.",
+        flags=("--optimizer-cpu-offload",),
     )
     train_backend: Literal["fsdp", "megatron"] = arg(
         "fsdp", "Training backend: fsdp (HF models; CPU and GPU) or megatron (megatron-core)."
@@ -121,6 +128,11 @@ class ClusterConfig:
     )
     rollout_external_engine_addrs: tuple[str, ...] | None = arg(
         None, "host:port of already running engines (with --rollout-backend external)."
+    )
+    rollout_engine_command: str = arg(
+        DEFAULT_ENGINE_COMMAND,
+        "Program that serves SGLang's HTTP API for --rollout-backend embedded (slime starts it with "
+        "--model-path --host --port --dtype --max-batch-size [--device] appended; `python` means this interpreter).",
     )
     ray_address: str | None = arg(None, "Ray cluster address; default: the job's cluster or a local one.")
 
@@ -140,6 +152,11 @@ class DataConfig:
     rollout_seed: int = arg(42, "Seed for prompt shuffling and sampling.")
     num_rollout: int | None = arg(None, "Number of rollout steps; default: derived from --num-epoch and the data.")
     num_epoch: int | None = arg(None, "Epochs over the prompt data (ignored when --num-rollout is set).")
+    num_epochs: int = arg(
+        1,
+        "Passes (PPO epochs) over each rollout batch; only 1: GRPO/OPD here are on-policy and reuse no batch "
+        "(more optimizer steps per rollout: --num-steps-per-rollout; passes over prompt data: --num-epoch).",
+    )
     rollout_batch_size: int = arg(
         8,
         "Prompts per rollout step (slime requires this flag; 8 here). "
@@ -208,13 +225,16 @@ class RewardConfig:
     eval_reward_key: str | None = arg(None, "Eval variant of --reward-key.")
     group_rm: bool = arg(False, "Call the reward function once per group: async fn(args, samples) -> list.")
     rm_url: str | None = arg(None, "Remote reward service URL (--rm-type remote_rm).")
-    prm_model_path: str | None = arg(None, "Process reward model for Binary RL.", env="PRM_MODEL_PATH")
-    judge_model_path: str | None = arg(None, "Judge / teacher model for OPD.", env="JUDGE_MODEL_PATH")
-    majority_vote_n: int = arg(1, "Judge calls per turn (majority vote).", env="MAJORITY_VOTE_N")
-    majority_vote_threshold: float = arg(
-        0.5, "Fraction of votes needed for a positive label.", env="MAJORITY_VOTE_THRESHOLD"
+    prm_model_path: str | None = arg(
+        None,
+        "Process reward model, for a --custom-rm-path get_reward_model(config) (config['prm_model_path']).",
+        flags=("--rm-checkpoint",),  # the second public page's spelling
+        env="PRM_MODEL_PATH",
     )
-    num_judge_workers: int = arg(1, "Concurrent judge workers.")
+    judge_model_path: str | None = arg(None, "Judge / teacher model for OPD.", env="JUDGE_MODEL_PATH")
+    # Majority voting and judge workers are the judge's settings (python -m openclaw.judge; the
+    # launcher routes --majority-vote-n & co. there): the trainer never judges, so it keeps no copy
+    # of their defaults and refuses the flags with that reason (see REFUSED_FLAGS).
 
 
 @dataclass(frozen=True)
@@ -225,7 +245,7 @@ class AlgorithmConfig:
     loss_type: Literal["policy_loss", "sft_loss", "custom_loss"] = arg(
         "policy_loss", "Loss; custom_loss is selected automatically by --custom-loss-function-path."
     )
-    eps_clip: float = arg(0.2, "PPO clip range (lower side).")
+    eps_clip: float = arg(0.2, "PPO clip range (lower side).", flags=("--ppo-clip-ratio",))
     eps_clip_high: float | None = arg(None, "PPO clip upper range (default: --eps-clip).")
     eps_clip_c: float | None = arg(None, "Dual-clip PPO lower bound c (> 1), arXiv:1912.09729.")
     kl_coef: float = arg(0.0, "KL penalty folded into the reward before advantages (REINFORCE++).")
@@ -234,7 +254,6 @@ class AlgorithmConfig:
     kl_loss_type: Literal["k1", "k2", "k3", "low_var_kl"] = arg("k1", "KL estimator.")
     entropy_coef: float = arg(0.0, "Entropy bonus weight.")
     gamma: float = arg(1.0, "Discount for REINFORCE++ returns.")
-    lambd: float = arg(1.0, "GAE lambda (kept for slime compatibility).")
     normalize_advantages: bool = arg(False, "Whiten advantages across the batch (masked).")
     grpo_std_normalization: bool = arg(
         True, "Divide GRPO advantages by the group std.", negative_flag="--disable-grpo-std-normalization"
@@ -262,6 +281,9 @@ class OptimizerConfig:
     lr_decay_style: Literal["constant", "linear", "cosine"] = arg("constant", "Learning-rate schedule after warmup.")
     lr_decay_iters: int | None = arg(None, "Steps over which lr decays (default: all steps).")
     lr_warmup_iters: int = arg(0, "Linear warmup steps.")
+    lr_warmup_samples: int | None = arg(
+        None, "Warmup in samples (the second public page's unit): ceil(N / --global-batch-size) steps."
+    )
     lr_warmup_fraction: float | None = arg(None, "Warmup as a fraction of the decay steps.")
     weight_decay: float = arg(0.01, "Weight decay (Megatron's default).")
     adam_beta1: float = arg(0.9, "Adam beta1.")
@@ -328,7 +350,7 @@ class CheckpointConfig:
 
 @dataclass(frozen=True)
 class LoRAConfig:
-    use_lora: bool = arg(False, "Train low-rank adapters (peft) on a frozen base.")
+    use_lora: bool = arg(False, "Train low-rank adapters (peft) on a frozen base; any other --lora-* flag turns it on.")
     lora_rank: int = arg(64, "LoRA rank r.")
     lora_alpha: float = arg(128.0, "LoRA alpha (scale = alpha / r).")
     lora_dropout: float = arg(0.0, "LoRA dropout (0 keeps training log-probs equal to rollout's).")
@@ -582,8 +604,52 @@ def build_parser(extra_args_providers: Iterable[Callable[[argparse.ArgumentParse
 # --------------------------------------------------------------------------------------------
 
 
+_JUDGE_SETTING = (
+    "is a judge setting: the judge (python -m openclaw.judge) scores turns, the trainer never does. Give it to "
+    "the launcher (run_*.sh / python -m openclaw.launch route it to the judge) or to python -m openclaw.judge"
+)
+_CRITIC_FREE = (
+    "does not apply: the methods here are critic-free (GRPO / OPD advantages come from group-normalised rewards "
+    "and teacher log-probs), so there is no value function to clip and no GAE"
+)
+# Flags the public pages document that this trainer deliberately does not take, with the reason.
+# Checked only for flags nobody registered (a method folder may define its own --max-turns).
+REFUSED_FLAGS: dict[str, str] = {
+    "--majority-vote-n": _JUDGE_SETTING,
+    "--majority-vote-threshold": _JUDGE_SETTING,
+    "--num-judge-workers": _JUDGE_SETTING,
+    "--reward-aggregation": _JUDGE_SETTING + " (majority aggregation is --majority-vote-n N there)",
+    "--num-judges": _JUDGE_SETTING + " (as --majority-vote-n)",
+    "--value-clip": _CRITIC_FREE,
+    "--value-clip-ratio": _CRITIC_FREE,
+    "--gae-lambda": _CRITIC_FREE,
+    "--lambd": _CRITIC_FREE,
+    "--max-turns": (
+        "is an agent-environment limit: terminal-rl / gui-rl / swe-rl / toolcall-rl take --max-steps (MAX_STEPS); "
+        "the conversation methods (openclaw-rl / -opd / -combine) train on the turns users have"
+    ),
+    "--parallel-envs": (
+        "is an agent-environment setting of terminal-rl / gui-rl / swe-rl / toolcall-rl (PARALLEL_ENVS there); "
+        "the conversation methods (openclaw-rl / -opd / -combine) train on as many sessions as users have"
+    ),
+    "--async-collection": (
+        "is always the case here: the server collects rollouts while the trainer trains; for asynchronous "
+        "training run slime/train_async.py"
+    ),
+}
+
+
+def _refusal(flag: str) -> str | None:
+    flag = "--" + flag.lstrip("-").replace("_", "-")
+    reason = REFUSED_FLAGS.get(flag)
+    return f"{flag} {reason}" if reason else None
+
+
 def _unknown_message(flag: str, candidates: Iterable[str]) -> str:
     flag = flag if flag.startswith("-") else "--" + flag
+    refused = _refusal(flag)
+    if refused:
+        return refused
     close = difflib.get_close_matches(flag, sorted(set(candidates)), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]}?" if close else "; see --help for the list of flags"
     return f"unknown flag {flag}{hint}"
@@ -642,16 +708,114 @@ def _resolve_key(parser: argparse.ArgumentParser, key: str) -> tuple[argparse.Ac
     return None
 
 
+# The second public page's config/training_config.yaml: nested `model:` / `training:` / `rollout:` /
+# `evaluation:` keys. Each maps onto a flat flag here, or is refused with the reason.
+_PAGE_SECTIONS = ("model", "training", "rollout", "evaluation")
+_PAGE_KEYS: dict[tuple[str, str], str] = {
+    ("model", "name"): "model_name",
+    ("model", "checkpoint_path"): "hf_checkpoint",
+    ("training", "batch_size"): "rollout_batch_size",
+    ("training", "learning_rate"): "lr",
+    ("training", "warmup_steps"): "lr_warmup_iters",
+    ("training", "max_steps"): "num_rollout",  # one optimizer step per rollout unless --num-steps-per-rollout
+    ("training", "ppo_clip_ratio"): "eps_clip",
+    ("training", "binary_weight"): "w_rl",  # openclaw-combine's loss weights (its args provider)
+    ("training", "opd_weight"): "w_opd",
+    ("rollout", "num_workers"): "rollout_num_engines",
+    ("rollout", "parallel_envs"): "parallel_envs",  # the agentic tracks' args providers
+    ("evaluation", "eval_frequency"): "eval_interval",
+}
+_PAGE_REFUSED: dict[tuple[str, str], str] = {
+    ("training", "value_clip_ratio"): _CRITIC_FREE,
+    ("training", "gae_lambda"): _CRITIC_FREE,
+    ("training", "teacher_temperature"): (
+        "does not apply: OPD's teacher is the policy itself shown the hint, scored at temperature 1 like the "
+        "student's log-probs (a different temperature would make teacher - student a fake signal)"
+    ),
+    ("training", "hint_extraction_model"): _JUDGE_SETTING + " (hints are extracted by the judge)",
+    ("rollout", "max_turns"): REFUSED_FLAGS["--max-turns"],
+    ("evaluation", "judge_model"): _JUDGE_SETTING + " (--prm-model-path / --judge-backend there)",
+    ("evaluation", "majority_voting"): _JUDGE_SETTING + " (--majority-vote-n there)",
+    ("evaluation", "num_judges"): _JUDGE_SETTING + " (--majority-vote-n there)",
+    ("evaluation", "consensus_threshold"): _JUDGE_SETTING + " (--majority-vote-threshold there)",
+}
+_PAGE_METHODS = {"binary": "rl", "rl": "rl", "opd": "opd", "combine": "combine"}
+
+
+def _apply_page_key(parser: argparse.ArgumentParser, section: str, key: str, value: Any, source: str,
+                    defaults: dict[str, Any]) -> bool:
+    """Apply one key of the page's nested schema; False when (section, key) is not one of its keys."""
+    where = f"{source} key {section}.{key}"
+    if (section, key) in _PAGE_REFUSED:
+        raise ConfigError(f"{where} {_PAGE_REFUSED[(section, key)]}")
+    if value is None:
+        return True  # `checkpoint_path: null` = not set (the env var / built-in default decides)
+    if (section, key) == ("model", "tokenizer_path"):
+        # the tokenizer is read from the checkpoint folder; a different one would tokenise differently
+        # from the engine, so only the checkpoint's own folder is accepted
+        ckpt = defaults.get("hf_checkpoint")
+        if ckpt is None or Path(str(value)).resolve() != Path(str(ckpt)).resolve():
+            raise ConfigError(f"{where}: the tokenizer is read from model.checkpoint_path (--hf-checkpoint); "
+                              "put it in that folder and drop tokenizer_path")
+        return True
+    if (section, key) == ("training", "gradient_accumulation_steps"):
+        steps = int(value)
+        batch = int(defaults.get("rollout_batch_size", parser.get_default("rollout_batch_size")))
+        if steps < 1 or batch % steps:
+            raise ConfigError(f"{where}: {value} must be >= 1 and divide training.batch_size {batch}")
+        defaults["micro_batch_size"] = batch // steps  # accumulation = samples per step / micro-batch size
+        return True
+    if (section, key) == ("training", "method"):
+        action = parser._option_string_actions.get("--openclaw-method")
+        method = _PAGE_METHODS.get(str(value))
+        if method is None:
+            raise ConfigError(f"{where}: {value!r} is not one of binary, opd, combine")
+        if action is None or action.default != method:
+            loaded = f"the loaded method is {action.default!r}" if action else "no method folder is loaded"
+            raise ConfigError(f"{where}: {value!r} but {loaded}; run that method's script "
+                              f"(its run_*.sh passes --extra-args-provider-path openclaw-{method}/openclaw_{method}_args.py)")
+        return True
+    if (section, key) == ("rollout", "session_aware"):
+        if value is not True:
+            raise ConfigError(f"{where}: sessions are always tracked here (the intercept groups turns by session)")
+        return True
+    dest = _PAGE_KEYS.get((section, key))
+    if dest is None:
+        return False
+    found = _resolve_key(parser, dest)
+    if found is None:
+        raise ConfigError(f"{where} maps to --{dest.replace('_', '-')}, which this run does not have "
+                          "(it belongs to a method folder's args provider)")
+    defaults[found[0].dest] = _coerce(found[0], value, where)
+    return True
+
+
 def _apply_mapping(
     parser: argparse.ArgumentParser, values: Mapping[str, Any], source: str, defaults: dict[str, Any]
 ) -> None:
     for key, value in values.items():
+        if key in _PAGE_SECTIONS and (value is None or isinstance(value, Mapping)):
+            rest: dict[str, Any] = {}
+            # keys that read others of the section go last (batch_size before gradient_accumulation_steps)
+            later = ("gradient_accumulation_steps", "tokenizer_path")
+            for sub, sub_value in sorted((value or {}).items(), key=lambda kv: kv[0] in later):
+                if not _apply_page_key(parser, key, str(sub), sub_value, source, defaults):
+                    rest[sub] = sub_value
+            if rest and key not in SECTIONS:
+                raise ConfigError(f"{source}: unknown key {key}.{next(iter(rest))} (the {key}: section takes "
+                                  + ", ".join(sorted(k for s_, k in (*_PAGE_KEYS, *_PAGE_REFUSED) if s_ == key))
+                                  + ")")
+            if rest:
+                _apply_mapping(parser, rest, f"{source} [{key}]", defaults)  # `rollout: {rollout_top_p: ..}`
+            continue
         if isinstance(value, Mapping) and key in SECTIONS:
             _apply_mapping(parser, value, f"{source} [{key}]", defaults)  # nested `lora: {lora_rank: 8}`
             continue
         if key in ("config",):
             raise ConfigError(f"{source}: 'config' cannot be set inside a config file")
         found = _resolve_key(parser, str(key))
+        if found is None and _refusal(str(key)):
+            raise ConfigError(f"{source}: key {key!r}: {_refusal(str(key))}")
         if found is None:
             raise ConfigError(f"{source}: " + _unknown_message(str(key).replace("_", "-"), _long_options(parser)))
         action, by_dest = found
@@ -721,8 +885,10 @@ def parse_config(
 
     parser = build_parser(providers)
     defaults = _env_defaults(parser, env)
+    yaml_defaults: dict[str, Any] = {}
     if yaml_values:
-        _apply_mapping(parser, yaml_values, f"--config {pre.config}", defaults)
+        _apply_mapping(parser, yaml_values, f"--config {pre.config}", yaml_defaults)
+    defaults.update(yaml_defaults)
     parser.set_defaults(**defaults)
 
     ns, unknown = parser.parse_known_args(argv)
@@ -737,6 +903,7 @@ def parse_config(
 
     values = vars(ns)
     values.pop("config", None)
+    _lora_flags_turn_lora_on(values, set(yaml_defaults) | _explicit_dests(parser, argv))
     specs = _field_specs()
     flat = {k: v for k, v in values.items() if k in specs}
     extras = {k: v for k, v in values.items() if k not in specs}
@@ -744,6 +911,27 @@ def parse_config(
         for key, value in load_yaml_config(flat["custom_config_path"]).items():
             extras.setdefault(key, value)
     return _build_config(flat, extras)
+
+
+_LORA_SETTINGS = ("lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules")
+
+
+def _explicit_dests(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
+    """Dests of the flags written on the command line (a value equal to the default still counts)."""
+    actions = parser._option_string_actions
+    return {actions[tok.split("=", 1)[0]].dest for tok in argv if tok.split("=", 1)[0] in actions}
+
+
+def _lora_flags_turn_lora_on(values: dict[str, Any], explicit: set[str]) -> None:
+    """The first public page's LORA_ARGS has --lora-rank/--lora-alpha/--lora-dropout and no --use-lora:
+    asking for adapter settings means asking for adapters, so LoRA goes on (one log line says so);
+    an explicit --no-use-lora / use_lora: false still wins."""
+    given = [name for name in _LORA_SETTINGS if name in explicit]
+    if given and "use_lora" not in explicit and not values["use_lora"]:
+        values["use_lora"] = True
+        logger.warning("%s given without --use-lora: LoRA is on (rank %s, alpha %s, dropout %s)",
+                       "/".join(_flag(n) for n in given), values["lora_rank"], values["lora_alpha"],
+                       values["lora_dropout"])
 
 
 def _split_sglang_args(tokens: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
@@ -854,6 +1042,12 @@ def _derive(v: dict[str, Any]) -> None:
         )
     if v["num_steps_per_rollout"] is None:
         v["num_steps_per_rollout"] = max(samples // v["global_batch_size"], 1) if v["global_batch_size"] else 1
+    if v["lr_warmup_samples"] is not None:
+        # The second page counts warmup in samples; the schedule steps once per optimizer step.
+        if v["lr_warmup_iters"]:
+            raise ConfigError("--lr-warmup-samples and --lr-warmup-iters both set; give one warmup")
+        _check(v["lr_warmup_samples"] >= 0, f"--lr-warmup-samples must be >= 0, got {v['lr_warmup_samples']}")
+        v["lr_warmup_iters"] = math.ceil(v["lr_warmup_samples"] / v["global_batch_size"])
 
 
 def _check(cond: bool, message: str) -> None:
@@ -865,7 +1059,7 @@ def _validate(v: dict[str, Any]) -> None:
     positive_ints = (
         "actor_num_nodes", "actor_num_gpus_per_node", "rollout_num_gpus_per_engine", "rollout_batch_size",
         "n_samples_per_prompt", "global_batch_size", "micro_batch_size", "update_weights_interval",
-        "majority_vote_n", "num_judge_workers", "lora_rank", "log_interval",
+        "lora_rank", "log_interval",
     )
     for name in positive_ints:
         _check(v[name] is not None and v[name] >= 1, f"--{name.replace('_', '-')} must be >= 1, got {v[name]}")
@@ -922,7 +1116,9 @@ def _validate(v: dict[str, Any]) -> None:
     _check(0.0 < v["rollout_top_p"] <= 1.0, f"--rollout-top-p must be in (0, 1], got {v['rollout_top_p']}")
     _check(v["rollout_top_k"] == -1 or v["rollout_top_k"] >= 1, f"--rollout-top-k must be -1 or >= 1, got {v['rollout_top_k']}")
     _check(0.0 <= v["adam_beta1"] < 1.0 and 0.0 <= v["adam_beta2"] < 1.0, "--adam-beta1/--adam-beta2 must be in [0, 1)")
-    _check(0.0 <= v["majority_vote_threshold"] <= 1.0, f"--majority-vote-threshold must be in [0, 1], got {v['majority_vote_threshold']}")
+    _check(v["num_epochs"] == 1, f"--num-epochs {v['num_epochs']}: each rollout batch is trained on in one pass "
+           "(on-policy GRPO/OPD reuse no batch); for more optimizer steps per rollout use --num-steps-per-rollout, "
+           "for passes over prompt data --num-epoch")
     _check(v["lora_alpha"] > 0.0, f"--lora-alpha must be > 0, got {v['lora_alpha']}")
     _check(0.0 <= v["lora_dropout"] < 1.0, f"--lora-dropout must be in [0, 1), got {v['lora_dropout']}")
     if v["use_lora"] and v["lora_dropout"] > 0.0:

@@ -135,6 +135,16 @@ def _import_module(name: str, spec: str) -> Any:
         raise PluginError(f"plugin {spec}: importing {name!r} failed: {type(exc).__name__}: {exc}") from exc
 
 
+def load_plugin_module(spec: str, *, search_dirs: Sequence[str | Path] = ()) -> Any:
+    """The module a plugin path names (a method folder's file, or a dotted module), imported the
+    way the trainer imports plugins: tests and scripts reach a method folder's code through this,
+    never by editing the import path themselves."""
+    file_part, _ = _split_file_spec(spec.strip())
+    if file_part.endswith(".py") or "/" in file_part or "\\" in file_part:
+        return _import_file(_resolve_file(file_part, [Path(d) for d in search_dirs]))
+    return _import_module(file_part, spec)
+
+
 def load_plugin(spec: str, kind: str | None = None, *, search_dirs: Sequence[str | Path] = ()) -> Any:
     """Import the object a plugin flag names. ``kind`` picks the conventional names tried when
     the spec names a module or file without an attribute."""

@@ -4,9 +4,11 @@ engine and a private local Ray instance: save, interrupt, resume; learning runs 
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from runtime_helpers import (
@@ -29,9 +31,24 @@ def _rollout_files(folder):
     return out
 
 
+def _holding_rm(tmp_path, hold_from_index):
+    """Copy holding_rm.py beside its config; returns (plugin path, arm file, held file)."""
+    arm, held = tmp_path / "hold.arm", tmp_path / "hold.held"
+    rm = tmp_path / "holding_rm.py"
+    shutil.copy(Path(__file__).with_name("holding_rm.py"), rm)
+    rm.with_suffix(".json").write_text(json.dumps(
+        {"arm": str(arm), "held": str(held), "hold_from_index": hold_from_index}))
+    arm.touch()
+    return rm, arm, held
+
+
 def test_interrupt_after_checkpoint_then_resume(tmp_path, tiny_model_path):
     model = private_model(tiny_model_path, tmp_path / "model")
-    prompts, rm = write_task(tmp_path)
+    prompts, _ = write_task(tmp_path)
+    # 4 prompts x 4 samples per rollout: rollout 1 starts at sample index 16. The reward plugin
+    # holds the trainer inside rollout 1, i.e. after checkpoint-0 is written and before
+    # checkpoint-1 can be: the SIGINT lands at a known point, never raced against the run.
+    rm, arm, held = _holding_rm(tmp_path, hold_from_index=16)
     save, dumps = tmp_path / "ckpt", tmp_path / "rollouts"
     flags = base_flags(model, prompts, rm, tmp_path) + [
         "--num-rollout", "4", "--save", str(save), "--save-interval", "1",
@@ -39,18 +56,22 @@ def test_interrupt_after_checkpoint_then_resume(tmp_path, tiny_model_path):
     proc = subprocess.Popen([sys.executable, str(REPO / "slime" / "train.py"), *flags], cwd=REPO, env=env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(lambda: (save / "checkpoint-0" / "slime_meta.json").exists() or proc.poll() is not None, 600,
-                 "the first checkpoint")
+        wait_for(lambda: held.exists() or proc.poll() is not None, 600, "the trainer to be held in rollout 1")
+        assert proc.poll() is None, "the trainer exited before reaching the hold point"
+        assert (save / "checkpoint-0" / "slime_meta.json").exists()
+        assert not (save / "checkpoint-1").exists()
         proc.send_signal(signal.SIGINT)  # stop the job after a checkpoint (Ctrl-C)
         out, _ = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
+    assert proc.returncode != 0, "the interrupted run reported success"
+    assert not arm.exists(), "the hold was never consumed"
     assert (save / "checkpoint-0" / "slime_meta.json").exists(), out[-3000:]
     assert not processes_mentioning(str(model)), "an engine or worker outlived the interrupted run"
     first = json.loads((save / "checkpoint-latest" / "slime_meta.json").read_text())
     stopped_at = first["rollout_id"]
-    assert stopped_at < 3, "the run finished before it could be interrupted"
+    assert stopped_at == 0, "the run was interrupted at the hold point, after checkpoint-0"
 
     resumed = run_script("train.py", flags + ["--load", str(save)])
     assert resumed.returncode == 0, resumed.stderr[-4000:]

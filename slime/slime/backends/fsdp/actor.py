@@ -8,6 +8,7 @@ step takes the next `global_batch_size` samples and rank r trains on every world
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import time
@@ -24,6 +25,8 @@ from slime.backends.fsdp.batching import MicroBatch, make_micro_batches
 from slime.backends.fsdp.config import ActorConfig
 from slime.backends.fsdp.logprobs import response_logits, token_log_probs
 from slime.utils.checkpoint import capture_rng_state, restore_rng_state
+
+logger = logging.getLogger(__name__)
 
 LossFn = Callable[..., Any]
 
@@ -84,6 +87,12 @@ class FSDPTrainActor:
             self.ref_model = model_lib.load_frozen(cfg.ref_model_path or cfg.model_path, self.device)
         self.optimizer = model_lib.build_optimizer(cfg, self.model)
         self.scheduler = model_lib.build_scheduler(cfg, self.optimizer)
+        # --offload-optimizer-state: Adam's moments live in host memory and visit the GPU only for
+        # optimizer.step() (they are created there on the first step, then moved out).
+        self.offload_optimizer_state = cfg.offload_optimizer_state and self.device.type == "cuda"
+        if cfg.offload_optimizer_state and self.device.type != "cuda" and rank == 0:
+            logger.warning("--offload-optimizer-state: training runs on the CPU, so the optimizer state is "
+                           "already in CPU memory; nothing to move")
         self.loss_fn = loss_fn
         self.global_step = 0
         _set_seed(cfg.seed + rank)
@@ -251,7 +260,11 @@ class FSDPTrainActor:
         if hasattr(grad_norm, "full_tensor"):
             grad_norm = grad_norm.full_tensor()
         lr = self.optimizer.param_groups[0]["lr"]
+        if self.offload_optimizer_state:
+            self._move_optimizer_state(self.device)
         self.optimizer.step()
+        if self.offload_optimizer_state:
+            self._move_optimizer_state(torch.device("cpu"))
         self.scheduler.step()
         self.global_step += 1
         metric_sums["_tokens"] = float(n_tokens)
@@ -336,6 +349,19 @@ class FSDPTrainActor:
         self.global_step = int(state.get("global_step", 0))
         restore_rng_state(state.get("rng"))
 
+    def _move_optimizer_state(self, device: torch.device) -> None:
+        for state in self.optimizer.state.values():
+            for k, v in state.items():
+                if torch.is_tensor(v) and v.device != device:
+                    state[k] = v.to(device, non_blocking=device.type == "cpu")
+        if device.type == "cpu":
+            torch.cuda.synchronize(self.device)  # the copies must land before the GPU memory is reused
+            torch.cuda.empty_cache()
+
+    def optimizer_state_devices(self) -> set[str]:
+        """Device types holding optimizer state tensors (what --offload-optimizer-state promises)."""
+        return {v.device.type for st in self.optimizer.state.values() for v in st.values() if torch.is_tensor(v)}
+
     def offload(self) -> None:
         """Colocated mode: free accelerator memory for the engine during rollout."""
         if self.device.type != "cuda":
@@ -351,6 +377,8 @@ class FSDPTrainActor:
         if self.device.type != "cuda":
             return
         self.model.to(self.device)
+        if self.offload_optimizer_state:
+            return  # the state stays in host memory until the next optimizer step
         for state in self.optimizer.state.values():
             for k, v in state.items():
                 if torch.is_tensor(v):

@@ -22,6 +22,8 @@ class ActorConfig:
     lora_dropout: float = 0.0
     lora_target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     # optimizer / schedule
+    # optimizer state (Adam moments) kept in CPU memory between steps (--offload-optimizer-state)
+    offload_optimizer_state: bool = False
     lr: float = 1e-6
     min_lr: float = 0.0
     weight_decay: float = 0.0
@@ -70,6 +72,7 @@ class ActorConfig:
             lora_alpha=float(get("lora_alpha", cls.lora_alpha)),
             lora_dropout=float(get("lora_dropout", cls.lora_dropout)),
             lora_target_modules=tuple(targets),
+            offload_optimizer_state=bool(get("offload_optimizer_state", False)),
             lr=float(get("lr", cls.lr)),
             min_lr=float(get("min_lr", cls.min_lr)),
             weight_decay=float(get("weight_decay", cls.weight_decay)),

@@ -46,7 +46,7 @@ from collections.abc import Iterator
 
 import torch
 
-_APPLIED_FLAG = "_openclaw_cpu_compat_applied"
+_APPLIED_FLAG = "_slime_cpu_compat_applied"
 
 
 def cuda_absent() -> bool:
@@ -129,9 +129,9 @@ def apply_cpu_compat() -> bool:
     mrandom._set_cuda_rng_state = _set_cpu_rng_state
     # initialize_rng_tracker() instantiates the module-level name `CudaRNGStatesTracker`;
     # pointing that name at the CPU subclass keeps isinstance checks in megatron valid.
-    if not getattr(mrandom.CudaRNGStatesTracker, "_openclaw_cpu", False):
+    if not getattr(mrandom.CudaRNGStatesTracker, "_slime_cpu", False):
         cpu_cls = _make_cpu_tracker_class(mrandom.CudaRNGStatesTracker)
-        cpu_cls._openclaw_cpu = True
+        cpu_cls._slime_cpu = True
         mrandom.CudaRNGStatesTracker = cpu_cls
     mrandom.initialize_rng_tracker(force_reset=True)
 

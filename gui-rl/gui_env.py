@@ -1,0 +1,368 @@
+"""A MiniWoB++ episode in headless Chromium (Playwright), and the pool of reused browsers.
+
+One `GuiEnv` = one Chromium process with one page. `reset(task, seed)` opens the task page,
+seeds it and starts the episode; `step(action)` performs one action and reads the page's own
+reward (`WOB_RAW_REWARD_GLOBAL`, set by the task's JavaScript). Observations are the task's goal,
+Playwright's accessibility snapshot of the task area (`aria_snapshot(mode="ai")`, whose
+`[ref=eN]` element ids the actions name) and a PNG screenshot of the task area.
+
+All browsers live on one background thread with its own event loop (`BrowserPool`): the trainer
+runs every rollout in a fresh `asyncio.run`, and browsers must outlive those loops to be reused
+across episodes. Callers in any loop (or none) reach them through `asyncio.wrap_future`.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import os
+import re
+import threading
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from gui_tasks import task_url
+
+CHROMIUM = os.environ.get("OPENCLAW_CHROMIUM", "/usr/bin/chromium")
+# No GPU, no QUIC, no background traffic (component updates, sync): the browser reaches nothing.
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# MiniWoB++ ends an episode after EPISODE_MAX_TIME (10 s by default); a CPU policy needs longer,
+# and the step cap (MAX_STEPS) bounds episodes instead.
+EPISODE_MAX_MS = 600_000
+# Before each snapshot: hide the score panel and the goal line from the tree (the goal is given
+# separately) and give pointer-cursor elements without a role the role "link", so clickable
+# spans (click-link's words, for one) get element ids. Returns the goal.
+_PREPARE_TREE_JS = """() => {
+  for (const id of ['reward-display', 'query']) {
+    const el = document.getElementById(id); if (el) el.setAttribute('aria-hidden', 'true');
+  }
+  for (const el of document.querySelectorAll('#area span, #area div')) {
+    if (!el.hasAttribute('role') && getComputedStyle(el).cursor === 'pointer' && el.children.length === 0) {
+      el.setAttribute('role', 'link');
+    }
+  }
+  return core.getUtterance();
+}"""
+# A point (viewport coordinates) where the element itself receives the click, or null.
+_VISIBLE_POINT_JS = """(el) => {
+  const r = el.getBoundingClientRect();
+  for (const fy of [0.5, 0.25, 0.75, 0.1, 0.9]) for (const fx of [0.5, 0.25, 0.75, 0.1, 0.9]) {
+    const x = r.left + r.width * fx, y = r.top + r.height * fy;
+    const hit = document.elementFromPoint(x, y);
+    if (hit && (hit === el || el.contains(hit) || (el.control && el.control === hit))) return [x, y];
+  }
+  return null;
+}"""
+ACTIONS = ("click", "fill", "press", "scroll", "select_option", "done")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Observation:
+    goal: str
+    axtree: str  # accessibility tree text with [ref=eN] element ids
+    screenshot: bytes  # PNG of the task area
+
+    def text(self) -> str:
+        return f"Goal: {self.goal}\nPage:\n{self.axtree}"
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    args: tuple[Any, ...] = ()
+
+    def render(self) -> str:
+        return f"{self.name}({', '.join(repr(a) for a in self.args)})"
+
+
+@dataclass
+class StepResult:
+    observation: Observation
+    reward: float  # 1.0 if the page's own reward is > 0, else 0.0
+    done: bool
+    raw_reward: float  # the page's reward in [-1, 1] (0 while the episode runs)
+    error: str | None = None  # why an action could not be performed (shown to the policy)
+
+
+class ActionError(ValueError):
+    pass
+
+
+_CALL = re.compile(r"\b(" + "|".join(ACTIONS) + r")\((.*?)\)\s*$", re.MULTILINE)
+
+
+def parse_action(text: str) -> Action:
+    """The last BrowserGym-style call in a model's reply: click("e3"), fill("e5", "hi"),
+    press("e5", "Enter"), scroll(0, 200), select_option("e7", "Red"), done()."""
+    matches = list(_CALL.finditer(text))
+    if not matches:
+        raise ActionError(f"no action found; use one of: {', '.join(a + '(...)' for a in ACTIONS)}")
+    m = matches[-1]
+    try:
+        args = ast.literal_eval(f"({m.group(2)},)") if m.group(2).strip() else ()
+    except (SyntaxError, ValueError) as exc:
+        raise ActionError(f"bad arguments in {m.group(0)!r}: {exc}") from None
+    arity = {"click": 1, "fill": 2, "press": 2, "scroll": 2, "select_option": 2, "done": 0}[m.group(1)]
+    if len(args) != arity:
+        raise ActionError(f"{m.group(1)} takes {arity} argument(s), got {len(args)}")
+    return Action(m.group(1), tuple(args))
+
+
+_CONTAINER = re.compile(r"^\s*- generic( \[active\])? \[ref=e\d+\]:$")
+
+
+def compact_tree(snapshot: str) -> str:
+    """Drop aria-hidden subtrees (score panel, goal line) and unnamed `generic` wrappers: a small
+    model's context is short, and these lines carry no element a task needs."""
+    out: list[str] = []
+    hidden_indent: int | None = None
+    for line in snapshot.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if hidden_indent is not None and indent > hidden_indent:
+            continue
+        hidden_indent = None
+        if "[aria-hidden]" in line:
+            hidden_indent = indent
+            continue
+        if _CONTAINER.match(line) or line.lstrip().startswith("- /url:"):
+            continue
+        out.append(line.strip())
+    return "\n".join(out)
+
+
+@dataclass
+class GuiEnv:
+    """One browser, one page; runs on the pool's thread (use `BrowserPool.env()` from outside)."""
+
+    browser: Any
+    page: Any
+    task: str = ""
+    seed: int = 0
+    steps: int = 0
+    screenshots: list[bytes] = field(default_factory=list)
+    ref_prefix: str = ""
+
+    async def reset(self, task: str, seed: int) -> Observation:
+        self.task, self.seed, self.steps, self.screenshots = task, seed, 0, []
+        await self.page.goto(task_url(task))
+        await self.page.evaluate(
+            "([seed, ms]) => { Math.seedrandom(seed); core.EPISODE_MAX_TIME = ms; core.startEpisodeReal(); }",
+            [str(seed), EPISODE_MAX_MS])
+        await self.page.wait_for_function("WOB_TASK_READY === true")
+        return await self.observe()
+
+    async def observe(self) -> Observation:
+        goal = await self.page.evaluate(_PREPARE_TREE_JS)
+        snapshot = await self.page.locator("body").aria_snapshot(mode="ai")
+        # Playwright prefixes ids with the frame's number (f3e12), which changes with every page
+        # load; the policy sees the stable part (e12) and we add the prefix back when acting.
+        m = re.search(r"\[ref=(f\d+)e\d+\]", snapshot)
+        self.ref_prefix = m.group(1) if m else ""
+        axtree = compact_tree(re.sub(r"\[ref=f\d+(e\d+)\]", r"[ref=\1]", snapshot))
+        png = await self.page.locator("#wrap").screenshot(type="png")
+        self.screenshots.append(png)
+        return Observation(goal=goal, axtree=axtree, screenshot=png)
+
+    async def _state(self) -> tuple[bool, float]:
+        done, raw = await self.page.evaluate("[WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL]")
+        return bool(done), float(raw)
+
+    async def _perform(self, action: Action) -> None:
+        def el(ref: Any) -> Any:
+            if not isinstance(ref, str) or not re.fullmatch(r"e\d+", ref):
+                raise ActionError(f"element ids look like 'e12', got {ref!r}")
+            return self.page.locator(f"aria-ref={self.ref_prefix}{ref}")
+
+        timeout = 2000  # ms: an element that is not actionable by then is an error for the policy
+        name, args = action.name, action.args
+        if name == "click":
+            # Click a point of the element that is not covered (MiniWoB++ overlaps elements on
+            # purpose, e.g. click-test-2): Playwright's click aims at the centre and refuses.
+            target = el(args[0])
+            await target.scroll_into_view_if_needed(timeout=timeout)
+            point = await target.evaluate(_VISIBLE_POINT_JS, timeout=timeout)
+            if point is None:
+                raise ActionError(f"element {args[0]} is hidden or covered by other elements")
+            await self.page.mouse.click(point[0], point[1])
+        elif name == "fill":
+            await el(args[0]).fill(str(args[1]), timeout=timeout)
+        elif name == "press":
+            await el(args[0]).press(str(args[1]), timeout=timeout)
+        elif name == "scroll":
+            await self.page.mouse.wheel(float(args[0]), float(args[1]))
+        elif name == "select_option":
+            await el(args[0]).select_option(str(args[1]), timeout=timeout)
+
+    async def step(self, action: Action) -> StepResult:
+        from playwright.async_api import Error as PlaywrightError
+
+        self.steps += 1
+        error = None
+        if action.name != "done":
+            try:
+                await self._perform(action)
+            except ActionError as exc:
+                error = str(exc)
+            except PlaywrightError as exc:  # missing element, not clickable, ... : the policy's mistake
+                error = str(exc).splitlines()[0][:300]
+        done, raw = await self._state()
+        obs = await self.observe()
+        return StepResult(obs, 1.0 if raw > 0 else 0.0, done or action.name == "done", raw, error)
+
+
+class BrowserPool:
+    """Up to `size` Chromium browsers, launched on first use and reused for every episode.
+
+    The browsers run on a daemon thread's event loop. `close()` (also registered with atexit, so
+    Ctrl-C closes them) ends every browser; if this process is killed outright, Playwright's driver
+    sees its pipe close and kills the browsers it launched (tests/test_gui_leaks.py checks by PID).
+    """
+
+    def __init__(self, size: int, viewport: tuple[int, int] = (500, 400)) -> None:
+        if size < 1:
+            raise ValueError(f"PARALLEL_ENVS must be >= 1, got {size}")
+        self.size, self.viewport = size, viewport
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="gui-browsers", daemon=True)
+        self._thread.start()
+        self._playwright: Any = None
+        self._envs: list[GuiEnv] = []
+        self._free: asyncio.Queue[GuiEnv] | None = None
+        self._launch_lock: asyncio.Lock | None = None
+        self._closed = False
+        atexit.register(self.close)
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 120) -> T:
+        """Run a coroutine on the browser thread and wait for it (for synchronous callers)."""
+        return self.call(coro).result(timeout)
+
+    async def _launch(self) -> GuiEnv:
+        from playwright.async_api import async_playwright
+
+        if self._playwright is None:
+            self._playwright = await async_playwright().start()
+        browser = await self._playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        page = await browser.new_page(viewport={"width": self.viewport[0], "height": self.viewport[1]})
+        env = GuiEnv(browser, page)
+        self._envs.append(env)
+        return env
+
+    async def _acquire(self) -> GuiEnv:
+        if self._free is None:
+            self._free, self._launch_lock = asyncio.Queue(), asyncio.Lock()
+        assert self._launch_lock is not None
+        async with self._launch_lock:
+            if self._free.empty() and len(self._envs) < self.size:
+                return await self._launch()
+        return await self._free.get()
+
+    async def _release(self, env: GuiEnv) -> None:
+        assert self._free is not None
+        self._free.put_nowait(env)
+
+    @contextlib.asynccontextmanager
+    async def env(self) -> AsyncIterator[RemoteEnv]:
+        """Borrow a browser for one episode (waits while all `size` are busy)."""
+        env = await asyncio.wrap_future(self.call(self._acquire()))
+        try:
+            yield RemoteEnv(self, env)
+        finally:
+            await asyncio.wrap_future(self.call(self._release(env)))
+
+    @contextlib.contextmanager
+    def env_sync(self) -> Any:
+        env = self.run(self._acquire())
+        try:
+            yield SyncEnv(self, env)
+        finally:
+            self.run(self._release(env))
+
+    @property
+    def launched(self) -> int:
+        return len(self._envs)
+
+    async def _close(self) -> None:
+        for env in self._envs:
+            with contextlib.suppress(Exception):
+                await env.browser.close()
+        self._envs.clear()
+        if self._playwright is not None:
+            await self._playwright.stop()
+            self._playwright = None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        with contextlib.suppress(Exception):
+            self.run(self._close(), timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+
+@dataclass
+class RemoteEnv:
+    """A pooled GuiEnv seen from another event loop."""
+
+    pool: BrowserPool
+    env: GuiEnv
+
+    async def reset(self, task: str, seed: int) -> Observation:
+        return await asyncio.wrap_future(self.pool.call(self.env.reset(task, seed)))
+
+    async def step(self, action: Action) -> StepResult:
+        return await asyncio.wrap_future(self.pool.call(self.env.step(action)))
+
+    @property
+    def screenshots(self) -> list[bytes]:
+        return self.env.screenshots
+
+
+@dataclass
+class SyncEnv:
+    """A pooled GuiEnv for synchronous callers (evaluation, benchmarks, tests)."""
+
+    pool: BrowserPool
+    env: GuiEnv
+
+    def reset(self, task: str, seed: int) -> Observation:
+        return self.pool.run(self.env.reset(task, seed))
+
+    def step(self, action: Action) -> StepResult:
+        return self.pool.run(self.env.step(action))
+
+    @property
+    def screenshots(self) -> list[bytes]:
+        return self.env.screenshots
+
+
+_POOL: BrowserPool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def shared_pool(size: int) -> BrowserPool:
+    """The process-wide pool (PARALLEL_ENVS browsers), shared by every rollout of a trainer."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL.size != size:
+            if _POOL is not None:
+                _POOL.close()
+            _POOL = BrowserPool(size)
+        return _POOL
+
+
+def parallel_envs_from_env(default: int = 4) -> int:
+    value = int(os.environ.get("PARALLEL_ENVS", default))
+    if value < 1:
+        raise ValueError(f"PARALLEL_ENVS must be >= 1, got {value}")
+    return value

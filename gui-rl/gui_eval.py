@@ -1,0 +1,140 @@
+"""Evaluate a policy on the held-out seeds of MiniWoB++ tasks, by name.
+
+    python gui-rl/gui_eval.py --tasks click-button enter-text --policy scripted --episodes 20
+    python gui-rl/gui_eval.py --tasks one-step --policy random
+    python gui-rl/gui_eval.py --tasks click-pie --policy model --base-url http://127.0.0.1:30000/v1 --model m
+    python gui-rl/gui_eval.py --list            # every task the miniwob package ships
+
+Any task page the package ships is accepted (`--tasks all`, `one-step`, `train` are shorthands).
+Prints the success rate per task and writes report.json plus the first and last screenshot of the
+first episodes of each task to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from gui_env import Action, ActionError, BrowserPool, Observation, SyncEnv, parallel_envs_from_env
+from gui_policies import RandomPolicy, ScriptedPolicy
+from gui_tasks import HELDOUT_SEEDS, all_task_names, resolve_task_names
+
+
+class Policy(Protocol):
+    def reset(self, obs: Observation) -> None: ...
+    def act(self, obs: Observation) -> Action: ...
+
+
+@dataclass
+class EpisodeResult:
+    task: str
+    seed: int
+    success: bool
+    raw_reward: float
+    steps: int
+    actions: list[str]
+    errors: int
+
+
+def run_episode(env: SyncEnv, policy: Policy, task: str, seed: int, max_steps: int) -> EpisodeResult:
+    obs = env.reset(task, seed)
+    policy.reset(obs)
+    actions, errors, raw, success = [], 0, 0.0, False
+    for _ in range(max_steps):
+        try:
+            action = policy.act(obs)
+        except ActionError:
+            errors += 1
+            action = Action("done")
+        result = env.step(action)
+        actions.append(action.render())
+        errors += result.error is not None
+        obs, raw, success = result.observation, result.raw_reward, result.reward > 0
+        if result.done:
+            break
+    return EpisodeResult(task, seed, success, raw, len(actions), actions, errors)
+
+
+def make_policy(args: argparse.Namespace, index: int) -> Policy:
+    if args.policy == "scripted":
+        return ScriptedPolicy()
+    if args.policy == "random":
+        import random
+
+        return RandomPolicy(random.Random(index))
+    from gui_model_policy import ChatModelPolicy
+
+    return ChatModelPolicy(base_url=args.base_url, model=args.model, vision=args.vision)
+
+
+def evaluate(args: argparse.Namespace) -> dict[str, Any]:
+    tasks = resolve_task_names(args.tasks)
+    seeds = list(HELDOUT_SEEDS)[: args.episodes]
+    jobs = [(t, s) for t in tasks for s in seeds]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    pool = BrowserPool(args.parallel_envs)
+
+    def work(i: int) -> EpisodeResult:
+        task, seed = jobs[i]
+        with pool.env_sync() as env:
+            result = run_episode(env, make_policy(args, i), task, seed, args.max_steps)
+            if seed in seeds[: args.screenshots] and env.screenshots:
+                stem = f"{task}-seed{seed}-{'ok' if result.success else 'fail'}"
+                (out / f"{stem}-first.png").write_bytes(env.screenshots[0])
+                (out / f"{stem}-last.png").write_bytes(env.screenshots[-1])
+        return result
+
+    t0 = time.perf_counter()
+    try:
+        with ThreadPoolExecutor(args.parallel_envs) as ex:
+            results = list(ex.map(work, range(len(jobs))))
+    finally:
+        pool.close()
+    elapsed = time.perf_counter() - t0
+    per_task = {t: [r for r in results if r.task == t] for t in tasks}
+    rates = {t: sum(r.success for r in rs) / len(rs) for t, rs in per_task.items()}
+    steps = sum(r.steps for r in results)
+    report = {"policy": args.policy, "model": args.model, "episodes_per_task": len(seeds),
+              "seeds": [seeds[0], seeds[-1]], "success_rate": rates,
+              "mean_success": sum(rates.values()) / len(rates), "env_steps": steps,
+              "seconds": round(elapsed, 2), "env_steps_per_s": round(steps / elapsed, 2),
+              "parallel_envs": args.parallel_envs, "episodes": [asdict(r) for r in results]}
+    (out / "report.json").write_text(json.dumps(report, indent=1))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tasks", nargs="+", default=["train"], help="task names, or all / one-step / train")
+    p.add_argument("--policy", choices=["scripted", "random", "model"], default="scripted")
+    p.add_argument("--base-url", default="http://127.0.0.1:30000/v1", help="OpenAI-compatible server (--policy model)")
+    p.add_argument("--model", default="default", help="model name sent to the server")
+    p.add_argument("--vision", action="store_true", help="send the screenshot as an image_url content part")
+    p.add_argument("--episodes", type=int, default=20, help=f"held-out seeds per task (<= {len(HELDOUT_SEEDS)})")
+    p.add_argument("--max-steps", type=int, default=6)
+    p.add_argument("--parallel-envs", type=int, default=None, help="browsers [env PARALLEL_ENVS, default 4]")
+    p.add_argument("--screenshots", type=int, default=2, help="episodes per task whose first/last PNG are saved")
+    p.add_argument("--out", default="gui-rl/eval_out")
+    p.add_argument("--list", action="store_true", help="list the tasks the miniwob package ships")
+    args = p.parse_args(argv)
+    if args.list:
+        print("\n".join(all_task_names()))
+        return 0
+    args.parallel_envs = args.parallel_envs or parallel_envs_from_env()
+    report = evaluate(args)
+    for task, rate in report["success_rate"].items():
+        print(f"{task:<24} {rate:6.1%}")
+    print(f"{'mean':<24} {report['mean_success']:6.1%}   ({report['env_steps']} env steps, "
+          f"{report['env_steps_per_s']} steps/s, {args.parallel_envs} browsers) -> {args.out}/report.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

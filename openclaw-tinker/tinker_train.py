@@ -1,0 +1,305 @@
+"""Binary RL, OPD and combine trained over the Tinker API (LoRA only).
+
+    python openclaw-tinker/tinker_train.py --method combine --base-model MODEL \
+        --rl-buffer-dir ./rl_buffer --server-url http://127.0.0.1:8000 [--tinker-url URL] [--steps N]
+
+The same server, intercept, buffer and judge as the slime recipes; only training moves: each step
+drains judged turns from the buffer, expresses the method's advantages per token, runs Tinker's
+`forward_backward` with its `importance_sampling` or `ppo` loss, `optim_step`, saves sampler weights
+and tells the serving engine (`/update_weights_from_disk` with the `tinker://` sampler path) to
+sample from them, so the served policy is the trained one. Reads top to bottom: setup -> (batch ->
+advantages -> train -> publish -> commit) per step.
+
+Loss mapping (Tinker's loss, per response token t, ratio r_t = p_new/p_behaviour):
+    rl       A_t = score - baseline           (baseline: batch mean of scores, or 0)
+    opd      A_t = teacher_logp_t - old_logp_t (teacher: the current policy shown the judge's hint)
+    combine  A_t = w_opd (teacher_logp_t - old_logp_t) + w_rl (score - baseline)
+    loss     ppo: -min(r_t A_t, clip(r_t) A_t)     importance_sampling: -r_t A_t
+`old_logp` is what the engine recorded with the turn (behaviour policy), as in the slime recipes.
+Refused, with the reason: full fine-tuning (Tinker trains LoRA adapters), a KL term to the
+reference (Tinker's built-in losses have none), top-k distillation (no per-token distributions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from openclaw.bridge.teacher import teacher_prompt_ids
+from openclaw.bridge.turns import METHODS, trainable_kinds, turn_signal
+from openclaw.buffer import TrajectoryBuffer
+from openclaw.engines.tinker_engine import prompt_logprobs, tinker_service_client
+
+LOSSES = ("ppo", "importance_sampling")
+# Why a judged turn is not trainable for a method (the bridge's rollout/buffer_skipped/<reason> names).
+NO_SIGNAL = {"rl": "no_score", "opd": "no_hint", "combine": "no_signal"}
+
+
+class Refused(ValueError):
+    """A setting Tinker cannot express."""
+
+
+@dataclass(frozen=True)
+class TinkerTrainConfig:
+    method: str
+    base_model: str
+    buffer_dir: Path
+    server_url: str  # the OpenAI server whose engine serves the policy (weights pushed there)
+    tinker_url: str | None = None  # None: env TINKER_ENDPOINT, else the SDK's default service
+    tokenizer_path: str | None = None  # None: base_model (a local folder, or a hub name)
+    loss: str = "ppo"
+    lora_rank: int = 32
+    lr: float = 1e-4
+    batch_size: int = 8
+    steps: int = 1  # 0: run until stopped
+    baseline: str = "batch"  # rl/combine: subtract the batch's mean score ("batch") or nothing ("zero")
+    w_opd: float = 1.0
+    w_rl: float = 1.0
+    consumer_id: str = "openclaw-tinker"
+    ckpt_dir: Path = Path("./ckpt-tinker")
+    wait_timeout: float = 3600.0
+    poll_interval: float = 1.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    env = os.environ
+    p = argparse.ArgumentParser(prog="openclaw-tinker/tinker_train.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--method", choices=METHODS, default=env.get("OPENCLAW_METHOD", "combine"))
+    p.add_argument("--base-model", "--model-path", dest="base_model", default=env.get("MODEL_PATH"),
+                   help="the base model as Tinker names it (env MODEL_PATH)")
+    p.add_argument("--tokenizer-path", default=None, help="where the chat template/tokenizer is read (default: --base-model)")
+    p.add_argument("--rl-buffer-dir", dest="buffer_dir", type=Path, default=Path(env.get("RL_BUFFER_DIR", "./rl_buffer")))
+    p.add_argument("--server-url", default=f"http://{env.get('OPENCLAW_HOST', '127.0.0.1')}:{env.get('OPENCLAW_PORT', '8000')}")
+    p.add_argument("--tinker-url", default=env.get("TINKER_ENDPOINT") or None)
+    p.add_argument("--loss", choices=LOSSES, default="ppo")
+    p.add_argument("--lora-rank", type=int, default=32)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--batch-size", "--rollout-batch-size", dest="batch_size", type=int, default=8)
+    p.add_argument("--steps", "--num-rollout", dest="steps", type=int, default=int(env.get("MAX_STEPS", "0") or 0),
+                   help="training steps; 0 runs until stopped (env MAX_STEPS)")
+    p.add_argument("--baseline", choices=("batch", "zero"), default="batch")
+    p.add_argument("--w-opd", "--openclaw-combine-w-opd", dest="w_opd", type=float,
+                   default=float(env.get("OPENCLAW_COMBINE_W_OPD") or 1.0))
+    p.add_argument("--w-rl", "--openclaw-combine-w-rl", dest="w_rl", type=float,
+                   default=float(env.get("OPENCLAW_COMBINE_W_RL") or 1.0))
+    p.add_argument("--buffer-consumer-id", dest="consumer_id", default=None)
+    p.add_argument("--save", "--ckpt-dir", dest="ckpt_dir", type=Path, default=Path(env.get("CKPT_SAVE_DIR", "./ckpt-tinker")))
+    p.add_argument("--buffer-wait-timeout", dest="wait_timeout", type=float, default=3600.0)
+    # Accepted only to refuse them by name: what Tinker cannot express.
+    p.add_argument("--kl-coef", "--kl-loss-coef", dest="kl_coef", type=float, default=0.0)
+    p.add_argument("--full-finetune", action="store_true")
+    p.add_argument("--opd-topk", type=int, default=0)
+    return p
+
+
+def config_from(a: argparse.Namespace) -> TinkerTrainConfig:
+    """The typed config, or Refused naming what Tinker cannot express."""
+    if a.full_finetune:
+        raise Refused("--full-finetune: Tinker trains LoRA adapters only (create_lora_training_client); "
+                      "use the slime recipes for full fine-tuning")
+    if a.kl_coef:
+        raise Refused(f"--kl-coef {a.kl_coef}: Tinker's built-in losses (ppo, importance_sampling) have no KL term "
+                      "to a reference model; use --kl-coef 0 or the slime recipes")
+    if a.opd_topk:
+        raise Refused("--opd-topk: top-k distillation needs per-token distributions in the loss; Tinker's "
+                      "losses take one advantage per token")
+    if not a.base_model:
+        raise Refused("--base-model (or env MODEL_PATH) is required: the base model as Tinker names it")
+    return TinkerTrainConfig(
+        method=a.method, base_model=a.base_model, buffer_dir=a.buffer_dir, server_url=a.server_url.rstrip("/"),
+        tinker_url=a.tinker_url, tokenizer_path=a.tokenizer_path, loss=a.loss, lora_rank=a.lora_rank, lr=a.lr,
+        batch_size=a.batch_size, steps=a.steps, baseline=a.baseline, w_opd=a.w_opd, w_rl=a.w_rl,
+        consumer_id=a.consumer_id or f"openclaw-tinker-{a.method}", ckpt_dir=a.ckpt_dir, wait_timeout=a.wait_timeout)
+
+
+def parse_args(argv: list[str] | None = None) -> TinkerTrainConfig:
+    return config_from(build_parser().parse_args(argv))
+
+
+# -- setup ------------------------------------------------------------------------------------
+
+@dataclass
+class Trainer:
+    cfg: TinkerTrainConfig
+    training: Any  # tinker.TrainingClient
+    sampling: Any  # tinker.SamplingClient of the latest weights (the OPD teacher)
+    tokenizer: Any
+    buffer: TrajectoryBuffer
+    step: int = 0
+
+
+def setup(cfg: TinkerTrainConfig) -> Trainer:
+    from transformers import AutoTokenizer
+
+    service = tinker_service_client(cfg.tinker_url, None)
+    training = service.create_lora_training_client(base_model=cfg.base_model, rank=cfg.lora_rank, seed=0)
+    sampling = service.create_sampling_client(base_model=cfg.base_model)
+    tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer_path or cfg.base_model)
+    # An existing buffer only: a wrong path is an error naming it, never a new empty buffer.
+    buffer = TrajectoryBuffer.open(cfg.buffer_dir, create=False)
+    cfg.ckpt_dir.mkdir(parents=True, exist_ok=True)
+    return Trainer(cfg, training, sampling, tokenizer, buffer)
+
+
+# -- one step ---------------------------------------------------------------------------------
+
+def next_batch(t: Trainer) -> tuple[list[Any], dict[str, int]]:
+    """`batch_size` judged main turns this method can train on; the others are consumed and
+    counted by reason (never silently dropped). Waits at most `wait_timeout` seconds."""
+    kinds, picked, skipped = trainable_kinds(t.cfg.method), [], {}
+    deadline = time.monotonic() + t.cfg.wait_timeout
+    while len(picked) < t.cfg.batch_size:
+        recs = t.buffer.fetch_judged(t.cfg.consumer_id, limit=64, turn_type="main")
+        recs = [r for r in recs if r.turn_id not in {p.turn_id for p in picked}]
+        unusable = []
+        for r in recs:
+            kind = turn_signal(r).kind
+            if kind in kinds and r.response_ids and len(r.response_logprobs) == len(r.response_ids):
+                if len(picked) < t.cfg.batch_size:
+                    picked.append(r)
+            else:
+                reason = "no_logprobs" if kind in kinds else NO_SIGNAL[t.cfg.method]
+                skipped[reason] = skipped.get(reason, 0) + 1
+                unusable.append(r.turn_id)
+        if unusable:
+            t.buffer.commit_consumed(t.cfg.consumer_id, unusable, checkpoint_tag=f"skipped-{t.step}")
+        if len(picked) >= t.cfg.batch_size:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {t.cfg.wait_timeout:.0f} s for {t.cfg.batch_size} judged turns; "
+                               f"{len(picked)} so far (buffer {t.cfg.buffer_dir})")
+        print(f"waiting for {t.cfg.batch_size} judged turns: {len(picked)} so far", flush=True)
+        time.sleep(t.cfg.poll_interval)  # polling the buffer the judge writes to
+    return picked, skipped
+
+
+def teacher_logprobs(t: Trainer, rec: Any, hint: str) -> list[float]:
+    """log p(response | hinted prompt) under the current policy, from Tinker's compute_logprobs."""
+    prompt = teacher_prompt_ids(t.tokenizer, list(rec.messages), rec.tools, hint)
+    response = list(rec.response_ids)
+    lps = asyncio.run(prompt_logprobs(t.sampling, prompt + response))
+    return [float(x) for x in lps[len(prompt):]]
+
+
+def token_advantages(t: Trainer, batch: list[Any]) -> tuple[list[list[float]], dict[str, float]]:
+    """Per response token, the method's advantage (see the module docstring)."""
+    cfg, scores = t.cfg, [turn_signal(r).score for r in batch]
+    baseline = sum(scores) / len(scores) if cfg.baseline == "batch" else 0.0
+    out, opd_sum, n_tok, hinted = [], 0.0, 0, 0
+    for rec, score in zip(batch, scores, strict=True):
+        old = [float(x) for x in rec.response_logprobs]
+        hint = turn_signal(rec).hint
+        opd = [0.0] * len(old)
+        if cfg.method != "rl" and hint:
+            hinted += 1
+            opd = [te - o for te, o in zip(teacher_logprobs(t, rec, hint), old, strict=True)]
+        rl = 0.0 if cfg.method == "opd" else score - baseline
+        w_opd, w_rl = (cfg.w_opd, cfg.w_rl) if cfg.method == "combine" else (1.0, 1.0)
+        out.append([w_opd * a + w_rl * rl for a in opd])
+        opd_sum, n_tok = opd_sum + sum(opd), n_tok + len(opd)
+    return out, {"reward/mean": sum(scores) / len(scores), "advantage/opd_mean": opd_sum / max(n_tok, 1),
+                 "rollout/opd_hinted": float(hinted)}
+
+
+def to_datum(rec: Any, advantages: list[float]) -> Any:
+    """Tinker's next-token layout: input = tokens[:-1], targets = tokens[1:]; behaviour log-probs,
+    advantages and weights are zero on the prompt and set on the response."""
+    import tinker
+
+    tokens = list(rec.prompt_ids) + list(rec.response_ids)
+    n_prompt = len(rec.prompt_ids) - 1  # target positions that predict prompt tokens
+    return tinker.Datum(
+        model_input=tinker.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={
+            "target_tokens": tinker.TensorData(data=tokens[1:], dtype="int64", shape=[len(tokens) - 1]),
+            "logprobs": tinker.TensorData(data=[0.0] * n_prompt + [float(x) for x in rec.response_logprobs],
+                                          dtype="float32", shape=[len(tokens) - 1]),
+            "advantages": tinker.TensorData(data=[0.0] * n_prompt + advantages, dtype="float32", shape=[len(tokens) - 1]),
+            "weights": tinker.TensorData(data=[0.0] * n_prompt + [1.0] * len(advantages), dtype="float32",
+                                         shape=[len(tokens) - 1]),
+        })
+
+
+def train_step(t: Trainer, data: list[Any]) -> dict[str, float]:
+    import tinker
+
+    fb = t.training.forward_backward(data, t.cfg.loss).result()
+    t.training.optim_step(tinker.AdamParams(learning_rate=t.cfg.lr)).result()
+    return {f"tinker/{k}": float(v) for k, v in (fb.metrics or {}).items()}
+
+
+def publish(t: Trainer) -> str:
+    """Sampler weights for this step; the trainer's teacher and the serving engine move to them."""
+    path = t.training.save_weights_for_sampler(name=f"step-{t.step:06d}").result().path
+    t.sampling = t.training.create_sampling_client(path)
+    r = httpx.post(t.cfg.server_url + "/update_weights_from_disk",
+                   json={"model_path": path, "weight_version": t.step}, timeout=300,
+                   headers=_auth_headers())
+    body = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
+    if r.status_code != 200 or not body.get("success"):
+        raise RuntimeError(f"the server at {t.cfg.server_url} did not load {path}: {r.status_code} {r.text[:300]}")
+    return path
+
+
+def _auth_headers() -> dict[str, str]:
+    key = os.environ.get("OPENCLAW_API_KEY")
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def save_checkpoint(t: Trainer, sampler_path: str, turn_ids: list[int], metrics: dict[str, float]) -> str:
+    """`checkpoint-<step>.json` (atomic) with the Tinker paths and the consumed turn ids, then
+    the buffer commit (the buffer's exactly-once protocol). Resuming from it is not implemented
+    yet: a restarted trainer starts a new LoRA on the turns not yet committed."""
+    state = t.training.save_state(name=f"state-{t.step:06d}").result().path
+    tag = f"checkpoint-{t.step}"
+    out = t.cfg.ckpt_dir / f"{tag}.json"
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"step": t.step, "sampler_path": sampler_path, "state_path": state,
+                               "turn_ids": turn_ids, "metrics": metrics}, indent=1))
+    os.replace(tmp, out)
+    (t.cfg.ckpt_dir / "checkpoint-latest").write_text(tag + "\n")
+    t.buffer.commit_consumed(t.cfg.consumer_id, turn_ids, checkpoint_tag=tag)
+    return tag
+
+
+def run(cfg: TinkerTrainConfig) -> list[dict[str, float]]:
+    t = setup(cfg)
+    history = []
+    try:
+        while cfg.steps == 0 or t.step < cfg.steps:
+            batch, skipped = next_batch(t)
+            advantages, metrics = token_advantages(t, batch)
+            metrics.update(train_step(t, [to_datum(r, a) for r, a in zip(batch, advantages, strict=True)]))
+            metrics.update({f"rollout/buffer_skipped/{k}": float(v) for k, v in skipped.items()})
+            t.step += 1
+            path = publish(t)
+            save_checkpoint(t, path, [r.turn_id for r in batch], metrics)
+            metrics["step"] = float(t.step)
+            print(json.dumps({"step": t.step, "sampler_path": path, **metrics}), flush=True)
+            history.append(metrics)
+    finally:
+        t.buffer.close()
+    return history
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg = parse_args(argv)
+    except Refused as exc:
+        print(f"openclaw-tinker: refused: {exc}", file=sys.stderr)
+        return 2
+    run(cfg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Behaviour log-probs for turns recorded without them (offline data imported from session JSON).
+
+A served turn carries the engine's log-probs of the tokens it sampled: the behaviour policy is the
+policy that produced the reply. Imported text has none, and the policy that wrote it (a person,
+another model, an older checkpoint) cannot be asked. The behaviour policy of an imported turn is
+therefore the *current* policy: the weights the rollout engine serves when the turn is drained
+(one prefill, SGLang's prompt log-probs, the same call as OPD's teacher). Training then sees a
+PPO ratio of 1 on the first step (the trainer's weights are the engine's), so the first update on
+an imported turn is the on-policy policy-gradient step on that text, clipping included; nothing is
+padded or invented (a zero log-prob would be a fake signal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+from slime.utils.types import Sample
+
+
+async def add_behaviour_logprobs(args: Any, samples: list[Sample]) -> int:
+    """Fill `rollout_log_probs` of every sample that has none, from the serving engine; returns how
+    many were filled. Each filled sample records the engine's weight version it was scored under."""
+    missing = [s for s in samples if s.rollout_log_probs is None]
+    if not missing:
+        return 0
+    from slime.rollout.engine_io import engine_urls_from_args
+    from slime.rollout.sglang_client import SGLangClient
+
+    sem = asyncio.Semaphore(max(1, int(getattr(args, "opd_teacher_concurrency", 4) or 4)))
+    async with SGLangClient(engine_urls_from_args(args)[0], timeout=600) as client:
+        async def one(s: Sample) -> None:
+            prompt_ids, response_ids = s.tokens[:-s.response_length], s.tokens[-s.response_length:]
+            async with sem:
+                s.rollout_log_probs, version = await _score(client, prompt_ids, response_ids)
+            s.metadata["behaviour_logprobs"] = "current_policy"
+            if isinstance(version, int) or (isinstance(version, str) and version.isdigit()):
+                s.weight_version = int(version)  # scored under these weights (SGLang may report none)
+            s.validate()
+
+        await asyncio.gather(*(one(s) for s in missing))
+    return len(missing)
+
+
+async def _score(client: Any, prompt_ids: list[int], response_ids: list[int]) -> tuple[list[float], Any]:
+    """log p(response token | prompt, earlier response tokens) and the engine's weight version."""
+    out = await client.generate({
+        "input_ids": list(prompt_ids) + list(response_ids),
+        "sampling_params": {"max_new_tokens": 0, "temperature": 1.0},
+        "return_logprob": True,
+        "logprob_start_len": len(prompt_ids),
+    })
+    values = [r[0] for r in out["meta_info"]["input_token_logprobs"]][-len(response_ids):]
+    if len(values) != len(response_ids) or any(v is None or not math.isfinite(float(v)) for v in values):
+        raise RuntimeError(f"engine returned {len(values)} usable prompt log-probs for {len(response_ids)} response tokens")
+    return [float(v) for v in values], out["meta_info"].get("weight_version")

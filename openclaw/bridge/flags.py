@@ -1,0 +1,59 @@
+"""Trainer flags of the buffer-draining methods, added by each method folder's args provider
+(`--extra-args-provider-path openclaw-<method>/openclaw_<method>_args.py`).
+
+Values land in slime's `args` under the dest names below. Defaults are written here once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+# Finite by default: a trainer pointed at a buffer nobody writes to stops with a message
+# instead of waiting forever (set --buffer-wait-timeout 0 to wait without limit).
+DEFAULT_WAIT_TIMEOUT_S = 3600.0
+DEFAULT_PROGRESS_INTERVAL_S = 30.0
+
+Parser = argparse.ArgumentParser | argparse._ArgumentGroup
+
+
+def _env_float(name: str, default: float | None) -> float | None:
+    value = os.environ.get(name)
+    return float(value) if value not in (None, "") else default
+
+
+def add_buffer_arguments(parser: Parser) -> None:
+    parser.add_argument("--rl-buffer-dir", dest="rl_buffer_dir",
+                        default=os.environ.get("RL_BUFFER_DIR") or "./rl_buffer",
+                        help="trajectory buffer written by `python -m openclaw.server --enable-rl-intercept "
+                             "--rl-buffer-dir DIR` (env RL_BUFFER_DIR); it must exist")
+    parser.add_argument("--buffer-consumer-id", dest="buffer_consumer_id", default=None,
+                        help="consumer id in the buffer (default openclaw-<method>); each id sees every turn once")
+    parser.add_argument("--buffer-wait-timeout", dest="buffer_wait_timeout", type=float,
+                        default=_env_float("BUFFER_WAIT_TIMEOUT", DEFAULT_WAIT_TIMEOUT_S),
+                        help="seconds a rollout waits for rollout_batch_size trainable turns; then it trains on "
+                             "what it has (at least --buffer-min-batch) or fails (env BUFFER_WAIT_TIMEOUT; "
+                             f"default {DEFAULT_WAIT_TIMEOUT_S:g}; 0 = wait forever)")
+    parser.add_argument("--buffer-min-batch", dest="buffer_min_batch", type=int, default=1,
+                        help="smallest batch trained on when --buffer-wait-timeout expires")
+    parser.add_argument("--buffer-poll-interval", dest="buffer_poll_interval", type=float, default=1.0,
+                        help="seconds between buffer polls while waiting for judged turns")
+    parser.add_argument("--buffer-progress-interval", dest="buffer_progress_interval", type=float,
+                        default=DEFAULT_PROGRESS_INTERVAL_S,
+                        help="seconds between 'waiting for N judged turns' lines while a rollout waits")
+
+
+def add_method_argument(parser: Parser, method: str) -> None:
+    parser.add_argument("--openclaw-method", dest="openclaw_method", default=method, choices=("rl", "opd", "combine"),
+                        help="which signal kinds are trainable (set by the method folder's provider)")
+
+
+def add_teacher_arguments(parser: Parser) -> None:
+    """OPD's teacher (the policy shown the judge's hint), for openclaw-opd and openclaw-combine."""
+    parser.add_argument("--opd-teacher-concurrency", dest="opd_teacher_concurrency", type=int, default=4,
+                        help="teacher scoring requests in flight at once")
+    parser.add_argument("--opd-topk", dest="opd_topk", type=int, default=int(os.environ.get("OPD_TOPK", "0") or 0),
+                        help="top-k distillation: teacher top-k per response token (0 = token-level OPD only; env OPD_TOPK)")
+    parser.add_argument("--opd-topk-cache-dir", dest="opd_topk_cache_dir", default=None,
+                        help="where the rollout leaves teacher top-k for topk_distillation_loss.py "
+                             "(default <rl-buffer-dir>/opd_topk; must be visible to the train workers)")

@@ -1,0 +1,359 @@
+"""The buffer as a trainer data source: wait for judged turns, hand them out, commit them with
+the checkpoint.
+
+Used by the trainer as `--data-source-path openclaw.bridge.BufferDataSource` (the method
+folders' rollout functions call `drain`). What a drain does:
+  1. wait until `rollout_batch_size * n_samples_per_prompt` *trainable* judged main turns exist
+     for this consumer (polling the buffer; `--buffer-wait-timeout` bounds the wait, a progress
+     line is printed every `--buffer-progress-interval` seconds);
+  2. turn each into a Sample with the prompt ids, response ids and engine log-probs exactly as
+     the server recorded them (never re-tokenised, never padded);
+  3. reward = the judge's score (1 / -1 / 0), or `--custom-rm-path` when given (binary RL).
+
+Only turns that carry signal for the method are trainable (`trainable_kinds`). Turns without
+signal are counted (`rollout/buffer_skipped/<reason>`) and consumed without training. Turns
+beyond the batch are not touched: they stay in the buffer for the next rollout. Nothing is
+marked consumed here: the ids handed out are part of the data source's state, which the driver
+writes into the trainer checkpoint; the buffer's `commit_consumed` runs once that checkpoint
+exists (next rollout) or on resume, so a crash never loses or double-trains a turn
+(`TrajectoryBuffer` documents the protocol).
+
+Baseline: live turns are not grouped (one response per prompt), so GRPO's group mean does not
+exist. Two choices, both slime flags:
+  * baseline 0 (`--n-samples-per-prompt 1 --disable-rewards-normalization`): advantage = score.
+  * batch mean (`--rollout-batch-size 1 --n-samples-per-prompt G`): G consecutive live turns
+    form one GRPO group, so the baseline is their mean score.
+Group normalisation over groups of one (every advantage 0) is refused with an explanation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slime.utils.types import Sample
+
+from openclaw.bridge.behaviour import add_behaviour_logprobs
+from openclaw.bridge.flags import DEFAULT_PROGRESS_INTERVAL_S
+from openclaw.bridge.turns import KINDS, METHODS, trainable_kinds, turn_signal, turn_to_sample
+from openclaw.buffer import TrajectoryBuffer
+from openclaw.control.ledger import record_step
+
+log = logging.getLogger("openclaw.bridge")
+
+
+@dataclass(frozen=True)
+class DrainConfig:
+    buffer_dir: Path
+    consumer_id: str
+    batch_size: int
+    wait_timeout_s: float | None  # None: wait without limit (--buffer-wait-timeout 0)
+    min_batch: int
+    poll_interval_s: float
+    progress_interval_s: float
+    max_staleness: int | None
+    save_dir: str | None
+    resume_from: str | None
+
+    @classmethod
+    def from_args(cls, args: Any, method: str) -> DrainConfig:
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        buffer_dir = getattr(args, "rl_buffer_dir", None)
+        if not buffer_dir:
+            raise ValueError("no trajectory buffer: pass the method folder's --extra-args-provider-path "
+                             "(e.g. openclaw-rl/openclaw_rl_args.py) and --rl-buffer-dir DIR (the server's --rl-buffer-dir)")
+        timeout = getattr(args, "buffer_wait_timeout", None)
+        return cls(
+            buffer_dir=Path(buffer_dir).expanduser().resolve(),
+            consumer_id=getattr(args, "buffer_consumer_id", None) or f"openclaw-{method}",
+            batch_size=int(args.rollout_batch_size),
+            wait_timeout_s=float(timeout) if timeout else None,
+            min_batch=max(1, int(getattr(args, "buffer_min_batch", 1) or 1)),
+            poll_interval_s=float(getattr(args, "buffer_poll_interval", 1.0) or 1.0),
+            progress_interval_s=float(getattr(args, "buffer_progress_interval", None) or DEFAULT_PROGRESS_INTERVAL_S),
+            max_staleness=getattr(args, "max_staleness", None),
+            save_dir=getattr(args, "save", None),
+            resume_from=getattr(args, "load", None),
+        )
+
+
+def group_size(args: Any) -> int:
+    return max(1, int(getattr(args, "n_samples_per_prompt", 1) or 1))
+
+
+def check_live_args(args: Any) -> None:
+    """Refuse settings under which live turns silently give zero advantages."""
+    if group_size(args) == 1 and getattr(args, "advantage_estimator", "grpo") in ("grpo", "gspo") \
+            and getattr(args, "rewards_normalization", True):
+        raise ValueError("live turns are single responses: GRPO over groups of one gives every advantage 0. Either "
+                         "pass --disable-rewards-normalization (baseline 0, advantage = judge score) or group G "
+                         "consecutive turns with --n-samples-per-prompt G (baseline = their mean score)")
+
+
+def _print_progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+# Why a judged main turn is consumed without training, in words for the trainer's output.
+SKIP_REASONS = {
+    "not_trainable": "stored non-trainable (a side turn, trainable: false, or redacted)",
+    "no_token_ids": "no token ids (imported text without a tokenizer)",
+    "stale": "generated more than --max-staleness weight versions ago",
+    "no_next_state": "no next state: the session ended here, so there is no feedback to learn from",
+    "zero_score": "binary RL: the judge's score is 0 (no signal)",
+    "no_hint": "OPD: the judge extracted no hint from the next state",
+    "no_signal": "combine: neither a non-zero score nor a hint",
+}
+
+
+@dataclass
+class Drained:
+    records: list[Any]
+    skipped: Counter = field(default_factory=Counter)
+    kinds: Counter = field(default_factory=Counter)
+    waited_s: float = 0.0
+    skipped_turns: list[tuple[int, str, str]] = field(default_factory=list)  # (turn id, session id, reason)
+
+
+class BufferDataSource:
+    """`--data-source-path` for buffer-draining methods. Holds the ids handed out since the last
+    buffer commit (`pending`); the driver saves them in each checkpoint (`consumer_positions`)."""
+
+    def __init__(self, args: Any, method: str | None = None,
+                 progress: Callable[[str], None] = _print_progress) -> None:
+        self.args = args
+        self.method = method or getattr(args, "openclaw_method", None) or "rl"
+        self.cfg = DrainConfig.from_args(args, self.method)
+        # An existing buffer only: a mistyped path fails here (BufferNotFoundError names the path
+        # and the server flag that creates it) instead of creating an empty buffer to wait on.
+        self.buffer = TrajectoryBuffer.open(self.cfg.buffer_dir, create=False)
+        self.progress = progress
+        self.pending: set[int] = set()
+        self.handed_out = 0
+        self.reported_skips: set[int] = set()  # each skipped turn is said once, however often it is seen
+        self.opened_at = time.time()  # retractions journaled after this stop this trainer (`check_retractions`)
+        self.prompts: list[Any] = []  # the driver asks len(prompts): a live buffer has no fixed epoch
+
+    # ---- driver hooks (slime.ray.driver) --------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"handed_out": self.handed_out}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.handed_out = int(state.get("handed_out", 0))
+
+    def consumer_positions(self) -> dict[str, Any]:
+        return {self.cfg.consumer_id: {"buffer_dir": str(self.cfg.buffer_dir), "pending_turn_ids": sorted(self.pending)}}
+
+    def load_consumer_positions(self, positions: dict[str, Any]) -> None:
+        """Resume: the checkpoint holds the ids trained since the last buffer commit; commit them
+        now (idempotent), so they are never trained again."""
+        pos = (positions or {}).get(self.cfg.consumer_id) or {}
+        ids = [int(i) for i in pos.get("pending_turn_ids", [])]
+        if ids:
+            tag = Path(self.cfg.resume_from).name if self.cfg.resume_from else None
+            n = self.buffer.commit_consumed(self.cfg.consumer_id, ids, checkpoint_tag=tag)
+            log.info("resume: committed %d/%d turn(s) recorded in the checkpoint for %s", n, len(ids), self.cfg.consumer_id)
+
+    def on_trained(self, indices: list[int], step: int, weight_version: int) -> None:
+        """The driver's report of a trained step: provenance ledger rows (sample index = turn id)."""
+        record_step(self.buffer, self.cfg.consumer_id, indices, step, weight_version,
+                    save_dir=self.cfg.save_dir, base_model=getattr(self.args, "hf_checkpoint", None))
+
+    def check_retractions(self) -> None:
+        """Policy "stop there": a session this trainer trained on was retracted after it started,
+        so its weights (and anything it would push next) contain retracted data. Stop with the
+        checkpoint to resume from instead of training on."""
+        for r in self.buffer.retractions():
+            if r["started_at"] >= self.opened_at and self.cfg.consumer_id in r["plan"].get("consumers", []):
+                target = r["plan"].get("rollback_to") or {}
+                raise RetractedTrainingError(
+                    f"session {r['session_id']!r} was retracted ({r['state']}) after this trainer trained on it: its "
+                    f"weights hold retracted data. Restart from {target.get('path') or 'the base model'} "
+                    f"(--load / --hf-checkpoint); the served weights were rolled back to it")
+
+    # ---- commit ------------------------------------------------------------------------------
+    def commit_checkpointed(self) -> int:
+        """Mark consumed what a durable checkpoint already contains. Without --save there is no
+        checkpoint to tie the position to: ids are committed once their step has trained."""
+        if not self.pending:
+            return 0
+        if not self.cfg.save_dir:
+            ids, tag = sorted(self.pending), None
+        else:
+            from slime.utils.checkpoint import load_meta, resolve_checkpoint
+
+            ckpt = resolve_checkpoint(self.cfg.save_dir)
+            if ckpt is None:
+                return 0
+            pos = load_meta(ckpt).consumer_positions.get(self.cfg.consumer_id) or {}
+            ids, tag = [int(i) for i in pos.get("pending_turn_ids", []) if int(i) in self.pending], ckpt.name
+        if not ids:
+            return 0
+        n = self.buffer.commit_consumed(self.cfg.consumer_id, ids, checkpoint_tag=tag)
+        self.pending.difference_update(ids)
+        return n
+
+    # ---- take ----------------------------------------------------------------------------
+    def skip_reason(self, rec: Any, engine_version: int | None, retracting: frozenset[str] = frozenset()) -> str | None:
+        if rec.session_id in retracting:
+            return "retracting"  # a retract is purging this session: never train on it
+        if not rec.trainable or rec.turn_type != "main":
+            return "not_trainable"
+        if not rec.prompt_ids or not rec.response_ids:
+            return "no_token_ids"
+        # A turn without log-probs (imported text) gets them from the current policy when drained
+        # (openclaw.bridge.behaviour), so it is never stale.
+        if rec.response_logprobs and self.cfg.max_staleness is not None and engine_version is not None \
+                and engine_version - int(rec.weight_version or 0) > self.cfg.max_staleness:
+            return "stale"
+        if not rec.next_state:
+            return "no_next_state"  # the session ended here: no feedback, nothing to learn from
+        if getattr(self.args, "custom_rm_path", None) and self.method == "rl":
+            return None  # the reward comes from --custom-rm-path, not the judge
+        if turn_signal(rec).kind not in trainable_kinds(self.method):
+            return {"rl": "zero_score", "opd": "no_hint", "combine": "no_signal"}[self.method]
+        return None
+
+    def take(self, n: int, engine_version: int | None = None, stop: Any = None) -> Drained:
+        """Wait for `n` trainable turns not yet handed out; returns them (oldest first)."""
+        self.check_retractions()
+        self.commit_checkpointed()
+        out = Drained(records=[])
+        seen: set[int] = set()  # ids taken by this call: pending only once the call returns them
+        t0 = time.monotonic()
+        deadline = None if self.cfg.wait_timeout_s is None else t0 + self.cfg.wait_timeout_s
+        next_progress = t0 + self.cfg.progress_interval_s
+        while True:
+            recs = self.buffer.fetch_judged(self.cfg.consumer_id, limit=len(self.pending) + len(seen) + n + 256,
+                                            turn_type="main")
+            retracting = frozenset(r["session_id"] for r in self.buffer.retractions(unfinished=True))
+            for rec in recs:
+                if len(out.records) >= n:
+                    break  # surplus stays in the buffer
+                if rec.turn_id in self.pending or rec.turn_id in seen:
+                    continue
+                reason = self.skip_reason(rec, engine_version, retracting)
+                seen.add(int(rec.turn_id))
+                if reason:
+                    out.skipped[reason] += 1
+                    out.skipped_turns.append((int(rec.turn_id), rec.session_id, reason))
+                    # every skipped turn is said in the output (once), not only counted in a metric
+                    if int(rec.turn_id) not in self.reported_skips:
+                        self.reported_skips.add(int(rec.turn_id))
+                        self.progress(f"skipped turn {rec.turn_id} of session {rec.session_id!r} "
+                                      f"({self.method}): {reason}: {SKIP_REASONS.get(reason, reason)}")
+                else:
+                    out.records.append(rec)
+                    out.kinds[turn_signal(rec).kind] += 1
+            if len(out.records) >= n:
+                break
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                if len(out.records) >= min(n, self.cfg.min_batch):
+                    break
+                raise TimeoutError(
+                    f"{len(out.records)} trainable turn(s) after {self.cfg.wait_timeout_s:g}s in {self.cfg.buffer_dir} "
+                    f"(consumer {self.cfg.consumer_id}, skipped {dict(out.skipped)}): is the server running with "
+                    "--enable-rl-intercept on this buffer, and are judge workers running? "
+                    "(--buffer-wait-timeout sets the limit)")
+            if now >= next_progress:
+                self.progress(f"waiting for {n} judged turns: {len(out.records)} so far, {now - t0:.0f} s "
+                              f"({self.cfg.buffer_dir}, consumer {self.cfg.consumer_id})")
+                next_progress = now + self.cfg.progress_interval_s
+            if stop is not None and stop.is_set():
+                raise InterruptedError("rollout stopped while waiting for judged turns")
+            wait = self.cfg.poll_interval_s if deadline is None else min(self.cfg.poll_interval_s, max(0.0, deadline - now))
+            if stop is not None:
+                stop.wait(wait)
+            else:
+                time.sleep(wait)  # polling the buffer (another process writes it)
+        out.waited_s = time.monotonic() - t0
+        self.pending.update(seen)
+        self.handed_out += len(out.records) + sum(out.skipped.values())
+        return out
+
+    def close(self) -> None:
+        self.buffer.close()
+
+
+class RetractedTrainingError(RuntimeError):
+    """The trainer's weights contain a session the user retracted (policy "stop there")."""
+
+
+def require_buffer_source(data_source: Any) -> BufferDataSource:
+    if data_source is None or not hasattr(data_source, "take"):
+        raise ValueError("the buffer rollout needs its data source: pass "
+                         "--data-source-path openclaw.bridge.BufferDataSource")
+    return data_source
+
+
+def engine_version(args: Any) -> int | None:
+    """The first engine's weight version, for --max-staleness (None when no staleness limit is
+    set). An engine that cannot say its version is an error: without it the limit cannot hold."""
+    if getattr(args, "max_staleness", None) is None:
+        return None
+    from slime.rollout.engine_io import engine_urls_from_args
+    from slime.rollout.sglang_client import SyncSGLangClient
+
+    url = engine_urls_from_args(args)[0]
+    with SyncSGLangClient(url, timeout=30) as client:
+        raw = client.get_weight_version()
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise RuntimeError(f"--max-staleness {args.max_staleness}: the engine at {url} reports weight version "
+                           f"{raw!r}, not an integer, so sample staleness cannot be measured; serve integer "
+                           "versions (SGLang: --weight-version 0) or drop --max-staleness") from None
+
+
+def drain_metrics(drained: Drained, samples: list[Sample]) -> dict[str, float]:
+    m: dict[str, float] = {"rollout/buffer_wait_s": drained.waited_s, "rollout/num_turns": float(len(samples))}
+    for reason, count in drained.skipped.items():
+        m[f"rollout/buffer_skipped/{reason}"] = float(count)
+    for kind in KINDS[:3]:
+        m[f"rollout/kind/{kind}"] = float(drained.kinds.get(kind, 0))
+    if samples:
+        m["rollout/response_len_mean"] = sum(s.response_length for s in samples) / len(samples)
+        m["rollout/raw_reward_mean"] = sum(float(s.reward) for s in samples) / len(samples)
+        versions = [s.weight_version or 0 for s in samples]
+        m["rollout/weight_version_min"] = float(min(versions))
+    return m
+
+
+async def _custom_rewards(args: Any, samples: list[Sample]) -> None:
+    from slime.utils.plugins import extract_reward, load_reward_model
+
+    rm = load_reward_model(args.custom_rm_path, args)
+    values = await rm.score_group(samples)
+    for s, v in zip(samples, values, strict=True):
+        s.reward = extract_reward(v, getattr(args, "reward_key", None))
+
+
+def drain(args: Any, data_source: Any, method: str, stop: Any = None) -> tuple[list[Sample], dict[str, float]]:
+    """Steps 1-3 of the module docstring for `method`; teacher log-probs are the caller's."""
+    check_live_args(args)
+    ds = require_buffer_source(data_source)
+    drained = ds.take(int(args.rollout_batch_size) * group_size(args), engine_version(args), stop=stop)
+    samples = [turn_to_sample(r, turn_signal(r).score) for r in drained.records]
+    recomputed = asyncio.run(add_behaviour_logprobs(args, samples))
+    if method == "rl" and getattr(args, "custom_rm_path", None) and samples:
+        asyncio.run(_custom_rewards(args, samples))
+    metrics = drain_metrics(drained, samples)
+    metrics["rollout/logprobs_recomputed"] = float(recomputed)
+    return samples, metrics
+
+
+def as_groups(args: Any, samples: list[Sample]) -> list[list[Sample]]:
+    """Consecutive turns in groups of --n-samples-per-prompt (slime lays groups out contiguously)."""
+    g = group_size(args)
+    if len(samples) % g:  # a short batch after --buffer-wait-timeout: groups of one (baseline 0 for them)
+        return [[s] for s in samples]
+    return [samples[i:i + g] for i in range(0, len(samples), g)]

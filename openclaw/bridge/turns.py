@@ -1,0 +1,92 @@
+"""One judged buffer turn -> one trainer `Sample`, and what signal the turn carries.
+
+A turn's signal is the judge's score (non-zero: binary RL), an accepted textual hint (OPD), both
+or neither; each method trains on its own kinds (`trainable_kinds`, the combine mixing rules).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from slime.utils.types import Sample
+
+from openclaw.control.feedback import effective_signal
+
+METHODS = ("rl", "opd", "combine")
+# A judged turn's signal: a non-zero score, an accepted hint, both, or neither.
+KINDS = ("hint+score", "hint", "score", "none")
+
+
+def trainable_kinds(method: str) -> frozenset[str]:
+    """Which signal kinds a method trains on (the combine mixing rules)."""
+    return {
+        "rl": frozenset({"hint+score", "score"}),
+        "opd": frozenset({"hint+score", "hint"}),
+        "combine": frozenset({"hint+score", "hint", "score"}),
+    }[method]
+
+
+@dataclass(frozen=True)
+class TurnSignal:
+    score: float
+    hint: str | None
+    source: str = "judge"  # where the score came from: "judge" | "feedback"
+    hint_source: str | None = None  # "judge" | "feedback" | None
+
+    @property
+    def kind(self) -> str:
+        if self.hint and self.score != 0:
+            return "hint+score"
+        if self.hint:
+            return "hint"
+        if self.score != 0:
+            return "score"
+        return "none"
+
+
+def turn_signal(rec: Any) -> TurnSignal:
+    """The judge's score and hint, overridden by the user's explicit feedback when the turn has
+    one (`openclaw.control.feedback`: the rating is the reward, a comment is the hint)."""
+    j = rec.judgement or {}
+    try:
+        score = float(j.get("score", 0.0) or 0.0)
+    except (TypeError, ValueError):
+        score = 0.0
+    if not math.isfinite(score):
+        score = 0.0
+    hint = j.get("hint")
+    hint = hint.strip() if isinstance(hint, str) and hint.strip() else None
+    signal = effective_signal(score, hint, rec.feedback)
+    return TurnSignal(score=signal.score, hint=signal.hint, source=signal.score_source, hint_source=signal.hint_source)
+
+
+def next_state_text(rec: Any) -> str:
+    ns = rec.next_state or {}
+    content = ns.get("content")
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
+def turn_to_sample(rec: Any, reward: float) -> Sample:
+    """One buffer turn -> one Sample: ids and log-probs exactly as recorded. A turn recorded
+    without log-probs (imported text) gets `rollout_log_probs=None`: `drain` fills them from the
+    current policy (openclaw.bridge.behaviour) before the sample reaches the trainer."""
+    prompt_ids, response_ids = list(rec.prompt_ids), list(rec.response_ids)
+    signal = turn_signal(rec)
+    recorded = len(rec.response_logprobs) == len(response_ids) and bool(response_ids)
+    sample = Sample(
+        index=int(rec.turn_id), group_index=int(rec.turn_id), prompt=list(rec.messages),
+        tokens=prompt_ids + response_ids, response=rec.response_text or "", response_length=len(response_ids),
+        loss_mask=[1] * len(response_ids), reward=float(reward),
+        rollout_log_probs=[float(x) for x in rec.response_logprobs] if recorded else None,
+        weight_version=int(rec.weight_version or 0), session_id=rec.session_id, status=Sample.Status.COMPLETED,
+        metadata={"turn_id": int(rec.turn_id), "score": signal.score, "hint": signal.hint, "kind": signal.kind,
+                  "score_source": signal.source, "hint_source": signal.hint_source,
+                  "next_state": next_state_text(rec), "tools": rec.tools,
+                  "imported": bool((rec.metadata or {}).get("imported"))},
+    )
+    sample.validate()
+    return sample

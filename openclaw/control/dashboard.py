@@ -1,0 +1,112 @@
+"""What the dashboard shows, as one JSON snapshot (`GET /dashboard/state`; the page polls it).
+
+* sessions: the newest turns grouped by session, each with the user's message, the reply, the
+  judge's verdict, the hint, and the user's explicit feedback (when the buffer has it);
+* curves: reward, loss and KL per step from the trainer's `metrics.jsonl` (`OPENCLAW_TRAIN_LOG_DIR`);
+* weight versions with their canary results (`PromotionController.listing()`) and what each
+  was trained on (the provenance ledger);
+* buffer and judge-queue counts (`TrajectoryBuffer.stats()`).
+
+Everything is read from the same stores the trainer and the judge use; nothing is cached here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from openclaw.buffer import TurnRecord, content_text
+
+CURVE_KEYS = ("reward/mean", "loss/total", "loss/binary", "loss/opd")
+MAX_TEXT = 600  # characters of a message shown per turn (the page is an overview, not an export)
+METRICS_TAIL_BYTES = 2_000_000  # read at most this much of metrics.jsonl (the newest steps)
+
+
+def _short(text: str | None) -> str:
+    text = text or ""
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + " …"
+
+
+def _user_message(rec: TurnRecord) -> str:
+    for message in reversed(rec.messages):
+        if message.get("role") == "user":
+            return content_text(message.get("content"))
+    return ""
+
+
+def sessions_view(buffer: Any, limit_turns: int = 200) -> list[dict[str, Any]]:
+    """Sessions of the newest `limit_turns` turns, newest session first."""
+    recs = buffer.latest_turns(limit_turns)
+    feedback = buffer.feedback_for([int(r.turn_id) for r in recs]) if hasattr(buffer, "feedback_for") else {}
+    sessions: dict[str, dict[str, Any]] = {}
+    for rec in recs:
+        judgement = rec.judgement or {}
+        entry = sessions.setdefault(rec.session_id, {"session_id": rec.session_id, "turns": [], "last_turn_id": 0})
+        entry["last_turn_id"] = max(entry["last_turn_id"], int(rec.turn_id))
+        entry["turns"].append({
+            "turn_id": rec.turn_id, "turn_index": rec.turn_index, "type": rec.turn_type, "state": rec.state,
+            "weight_version": rec.weight_version, "user": _short(_user_message(rec)),
+            "reply": _short(rec.content if rec.content is not None else rec.response_text),
+            "verdict": judgement.get("score"), "hint": _short(judgement.get("hint")) or None,
+            "feedback": feedback.get(int(rec.turn_id)),
+            "next_state": _short(content_text((rec.next_state or {}).get("content"))) or None,
+        })
+    return sorted(sessions.values(), key=lambda s: -s["last_turn_id"])
+
+
+def curves(log_dir: Path | None) -> dict[str, Any]:
+    """{"source", "steps": [...], "series": {name: [value|None per step]}} from metrics.jsonl."""
+    if log_dir is None:
+        return {"source": None, "steps": [], "series": {}, "note": "set OPENCLAW_TRAIN_LOG_DIR to the trainer's --log-dir"}
+    path = Path(log_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return {"source": str(path), "steps": [], "series": {}, "note": "no metrics yet"}
+    with path.open("rb") as fh:
+        size = fh.seek(0, 2)
+        fh.seek(max(0, size - METRICS_TAIL_BYTES))
+        lines = fh.read().decode("utf-8", errors="replace").splitlines()
+    rows = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a partial first line of the tail, or a line being written
+        if isinstance(row, dict) and "step" in row:
+            rows.append(row)
+    kl_keys = sorted({k for row in rows for k in row if "kl" in k.lower().split("/")[-1]})
+    keys = [k for k in CURVE_KEYS if any(k in row for row in rows)] + kl_keys
+    series = {k: [row.get(k) if isinstance(row.get(k), int | float) else None for row in rows] for k in keys}
+    return {"source": str(path), "steps": [row["step"] for row in rows], "series": series}
+
+
+def queue_view(buffer: Any) -> dict[str, Any]:
+    stats = buffer.stats()
+    by_state = stats["by_state"]
+    return {"turns": stats["turns"], "sessions": stats["sessions"], "open_sessions": stats["open_sessions"],
+            "by_state": by_state, "by_type": stats["by_type"],
+            "judge_queue": {"waiting_for_next_state": by_state.get("awaiting_next_state", 0),
+                            "ready_to_judge": by_state.get("ready", 0), "being_judged": stats["leased"],
+                            "judged": by_state.get("judged", 0), "judge_failed": by_state.get("judge_failed", 0)},
+            "consumers": stats["consumers"], "used_bytes": stats["used_bytes"], "max_bytes": stats["max_bytes"]}
+
+
+def ledger_view(buffer: Any) -> dict[str, Any]:
+    """Per weight version: what it was trained on (the provenance ledger, `ledger.py`)."""
+    from openclaw.control.ledger import ledger_summary
+
+    return {str(v["weight_version"]): {"steps": len(v["steps"]), "turns": v["turns"], "sessions": len(v["sessions"]),
+                                       "invalidated": v["invalidated"]} for v in ledger_summary(buffer)}
+
+
+def snapshot(buffer: Any | None, controller: Any, log_dir: Path | None, served_model: str) -> dict[str, Any]:
+    return {
+        "ledger": ledger_view(buffer) if buffer is not None else {},
+        "model": served_model,
+        "served_version": controller.served_version,
+        "weights": controller.listing(),
+        "sessions": sessions_view(buffer) if buffer is not None else [],
+        "buffer": queue_view(buffer) if buffer is not None else None,
+        "curves": curves(log_dir),
+        "notes": [] if buffer is not None else ["the RL intercept is off: no sessions are recorded"],
+    }

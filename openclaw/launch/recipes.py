@@ -1,0 +1,290 @@
+"""One recipe per run script: which components run, and the trainer flags that make the method.
+
+A recipe is data plus one function: `trainer_args(settings)` returns the method's own trainer flags
+(plugins as FILE paths, `./folder/file.py:attr`, which slime's plugin loader resolves, so no
+PYTHONPATH lists folders), and `prepare` (tracks only) makes the prompt data before submitting.
+
+    live   (openclaw-rl, -opd, -combine): server + intercept + judge + trainer on the buffer
+    track  (terminal-rl, toolcall-rl):    trainer only; episodes run in the sandbox inside the job
+
+A new method or track adds an entry to RECIPES and a two-line run script; see README.md.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from openclaw.launch.settings import LaunchError, Settings
+
+# The buffer-to-trainer bridge is library code (openclaw.bridge): the trainer's data source.
+BRIDGE_DATA_SOURCE = "openclaw.bridge.BufferDataSource"
+RL_ROLLOUT = "openclaw-rl/openclaw_buffer_rollout.py:generate_rollout"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Defaults of the `*_ARGS` variables (the variables, when set, replace them whole)."""
+
+    rollout: tuple[str, ...]
+    optimizer: tuple[str, ...]
+    lora: tuple[str, ...] = ()
+    ckpt: tuple[str, ...] = ()
+    banner: str = ""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    folder: str
+    kind: str  # "live" | "track"
+    summary: str
+    trainer_args: Callable[[Settings, bool], list[str]]  # (settings, cpu_preset)
+    # track only: commands that make the prompt data (run in dry runs too: they only write data)
+    prepare: Callable[[Settings, bool], list[list[str]]] = lambda s, cpu: []
+    # track only: env vars the job needs besides the flags (the folder's README documents them)
+    job_env: Callable[[Settings], dict[str, str]] = lambda s: {}
+    env_type: str | None = None
+    ckpt_name: str = ""
+
+    @property
+    def checkpoint_dir_name(self) -> str:
+        return self.ckpt_name or self.name
+
+
+# ---- live methods -----------------------------------------------------------------------------
+
+def _rl(s: Settings, cpu: bool) -> list[str]:
+    # Live turns are single responses: each rollout's turns form one GRPO group (baseline = their
+    # mean score, openclaw-rl/README.md).
+    return ["--extra-args-provider-path", "openclaw-rl/openclaw_rl_args.py",
+            "--rollout-function-path", RL_ROLLOUT,
+            "--advantage-estimator", "grpo", "--disable-grpo-std-normalization", "--eps-clip", "0.2"]
+
+
+def _opd(s: Settings, cpu: bool) -> list[str]:
+    return ["--extra-args-provider-path", "openclaw-opd/openclaw_opd_args.py",
+            "--rollout-function-path", "openclaw-opd/openclaw_opd_rollout.py:generate_rollout",
+            "--advantage-estimator", "on_policy_distillation", "--opd-kl-coef", "1.0", "--eps-clip", "0.2"]
+
+
+def _opd_topk(s: Settings, cpu: bool) -> list[str]:
+    return ["--extra-args-provider-path", "openclaw-opd/openclaw_opd_args.py",
+            "--rollout-function-path", "openclaw-opd/openclaw_opd_rollout.py:generate_rollout",
+            "--advantage-estimator", "on_policy_distillation", "--opd-topk", s.get("OPD_TOPK") or "16",
+            "--custom-loss-function-path", "openclaw-opd/topk_distillation_loss.py:topk_distillation_loss"]
+
+
+def _combine(s: Settings, cpu: bool) -> list[str]:
+    # Weights: OPENCLAW_COMBINE_W_OPD / _W_RL reach the method's provider through its own env
+    # defaults; the flags are passed only when set, so the provider's default is the one default.
+    args = ["--extra-args-provider-path", "openclaw-combine/openclaw_combine_args.py",
+            "--rollout-function-path", "openclaw-combine/openclaw_combine_rollout.py:generate_rollout",
+            "--custom-loss-function-path", "openclaw-combine/combine_loss.py:combine_loss",
+            "--advantage-estimator", "grpo", "--disable-grpo-std-normalization", "--eps-clip", "0.2"]
+    for var, flag in (("OPENCLAW_COMBINE_W_OPD", "--openclaw-combine-w-opd"), ("OPENCLAW_COMBINE_W_RL", "--openclaw-combine-w-rl")):
+        if s.get(var):
+            args += [flag, s.get(var) or ""]
+    return args
+
+
+def live_preset(s: Settings, name: str, cpu_preset: bool) -> Preset:
+    ckpt = ("--save-dir", str(s.ckpt_save_dir))
+    if cpu_preset:
+        # 8 live turns per step, one GRPO group (baseline = their mean score; openclaw-rl/README.md)
+        return Preset(
+            rollout=("--rollout-batch-size", "1", "--n-samples-per-prompt", "8", "--rollout-temperature", "1.0"),
+            optimizer=("--lr", "2e-4", "--weight-decay", "0", "--clip-grad", "1.0"),
+            lora=("--use-lora", "--lora-rank", "16", "--lora-alpha", "32", "--lora-target-modules", "all-linear"),
+            ckpt=("--save-interval", "10", *ckpt),
+            banner=(f"{'=' * 78}\n {name}: no GPU and no MODEL_PATH -> embedded CPU preset\n"
+                    f"   model   : SmolLM2-135M-Instruct ({s.model_path})\n"
+                    "   serving : embedded transformers engine (python -m openclaw.server --backend hf)\n"
+                    "   judge   : CPU judge (embeddings + trained head)\n"
+                    "   training: slime FSDP on CPU, LoRA\n"
+                    f" Set MODEL_PATH (and use GPUs) for the {s.model_size} setup.\n{'=' * 78}"),
+        )
+    return Preset(
+        rollout=("--rollout-batch-size", "1", "--n-samples-per-prompt", "16", "--rollout-temperature", "1.0"),
+        optimizer=("--lr", "1e-6", "--weight-decay", "0.01", "--adam-beta1", "0.9", "--adam-beta2", "0.999"),
+        ckpt=("--save-interval", "50", *ckpt),
+    )
+
+
+# ---- Track 2 ----------------------------------------------------------------------------------
+
+def track_preset(s: Settings, name: str, cpu_preset: bool, model_label: str, episode_vars: dict[str, str]) -> Preset:
+    if cpu_preset:
+        episodes = " ".join(f"{k}={v}" for k, v in episode_vars.items())
+        return Preset(
+            rollout=("--rollout-backend", "embedded", "--rollout-batch-size", "2", "--n-samples-per-prompt", "2",
+                     "--rollout-max-response-len", "48", "--rollout-max-context-len", "2048"),
+            optimizer=("--lr", "1e-4", "--weight-decay", "0.0"),
+            lora=("--use-lora", "--lora-rank", "8", "--lora-alpha", "16", "--lora-target-modules",
+                  "q_proj", "k_proj", "v_proj", "o_proj"),
+            ckpt=("--save-interval", "50"),
+            banner=(f"{'=' * 69}\n {name}: no GPU and no MODEL_PATH -> EMBEDDED CPU PRESET\n"
+                    f"   model    {s.model_path} ({model_label})\n"
+                    "   engine   embedded (transformers on CPU), LoRA training, fp32\n"
+                    f"   episodes {episodes}\n"
+                    f" A smoke-scale run: set MODEL_PATH (and use a GPU) for real training.\n{'=' * 69}"),
+        )
+    return Preset(
+        rollout=("--rollout-batch-size", "32", "--n-samples-per-prompt", "8", "--rollout-max-response-len", "1024",
+                 "--rollout-max-context-len", "16384"),
+        optimizer=("--lr", "1e-6", "--weight-decay", "0.01", "--adam-beta1", "0.9", "--adam-beta2", "0.98"),
+        ckpt=("--save-interval", "50"),
+    )
+
+
+def track_value(s: Settings, name: str, cpu_default: str, gpu_default: str, cpu_preset: bool) -> str:
+    return s.get(name) or (cpu_default if cpu_preset else gpu_default)
+
+
+def _prompts(data: str) -> list[str]:
+    """The prompt file every track trains on (rows: input, label, metadata)."""
+    return ["--prompt-data", data, "--input-key", "input", "--label-key", "label", "--metadata-key", "metadata"]
+
+
+def _episodes(s: Settings, cpu: bool, plugin: str, steps: tuple[str, str], envs: tuple[str, str]) -> list[str]:
+    """What every sandboxed track shares: its generate plugin (which also declares the track's flags),
+    the episode shape ((CPU preset, GPU) defaults of MAX_STEPS / PARALLEL_ENVS) and the run length."""
+    return ["--custom-generate-function-path", plugin, "--extra-args-provider-path", plugin,
+            "--max-steps", track_value(s, "MAX_STEPS", *steps, cpu),
+            "--parallel-envs", track_value(s, "PARALLEL_ENVS", *envs, cpu),
+            "--sandbox", s.get("SANDBOX") or "bwrap",
+            "--num-rollout", track_value(s, "NUM_ROLLOUT", "2", "200", cpu)]
+
+
+def _terminal(s: Settings, cpu: bool) -> list[str]:
+    data = s.abspath(s.get("DATA_PATH") or "terminal-rl/data/train.jsonl")
+    return [*_prompts(data), *_episodes(s, cpu, "terminal-rl/terminal_generate.py", ("4", "20"), ("4", "32")),
+            "--prm-step-coef", s.get("PRM_STEP_COEF") or "0",
+            "--terminal-tasks", s.abspath(s.get("TASKS_PATH") or "terminal-rl/tasks")]
+
+
+def _terminal_prepare(s: Settings, cpu: bool) -> list[list[str]]:
+    data = Path(s.abspath(s.get("DATA_PATH") or "terminal-rl/data/train.jsonl"))
+    if data.is_file():
+        return []
+    return [[s.python, "terminal-rl/prepare_data.py", "--tasks", s.get("TASKS_PATH") or "terminal-rl/tasks",
+             "--out", str(data)]]
+
+
+def _toolcall_paths(s: Settings) -> tuple[Path, Path]:
+    tools = Path(s.abspath(s.get("TOOLS_CONFIG") or "toolcall-rl/tools_config.json"))
+    if not tools.is_file():
+        raise LaunchError(f"TOOLS_CONFIG={tools} does not exist")
+    return tools, Path(s.abspath(s.get("DATA_DIR") or "toolcall-rl/data"))
+
+
+def _toolcall(s: Settings, cpu: bool) -> list[str]:
+    tools, data = _toolcall_paths(s)
+    return [*_prompts(str(data / "train.jsonl")),
+            "--eval-prompt-data", "gsm8k", str(data / "eval.jsonl"), "--eval-interval", s.get("EVAL_INTERVAL") or "20",
+            *_episodes(s, cpu, "toolcall-rl/toolcall_generate.py", ("3", "8"), ("4", "64")),
+            "--tools-config", str(tools), "--tool-use-bonus", s.get("TOOL_USE_BONUS") or "0.1"]
+
+
+def _toolcall_prepare(s: Settings, cpu: bool) -> list[list[str]]:
+    _, data = _toolcall_paths(s)
+    if (data / "train.jsonl").is_file() and (data / "eval.jsonl").is_file():
+        return []
+    return [[s.python, "toolcall-rl/prepare_data.py", "--train-size", s.get("TRAIN_SIZE") or "512",
+             "--eval-limit", track_value(s, "EVAL_LIMIT", "8", "200", cpu), "--out-dir", str(data)]]
+
+
+def _swe_data(s: Settings) -> Path:
+    bench = s.get("SWE_BENCH_PATH")
+    if bench and not Path(s.abspath(bench)).exists():
+        raise LaunchError(f"SWE_BENCH_PATH={bench} does not exist: a SWE-bench .json/.jsonl file, or a folder holding "
+                          "one and repos/ (swe-rl/README.md)")
+    default = "swe-rl/data/swe-bench.jsonl" if s.get("SWE_BENCH_PATH") else "swe-rl/data/train.jsonl"
+    return Path(s.abspath(s.get("DATA_PATH") or default))
+
+
+def _swe(s: Settings, cpu: bool) -> list[str]:
+    args = [*_prompts(str(_swe_data(s))), *_episodes(s, cpu, "swe-rl/swe_generate.py", ("4", "20"), ("4", "8")),
+            "--prm-step-coef", s.get("PRM_STEP_COEF") or "0"]
+    if s.get("SWE_BENCH_PATH"):
+        args += ["--swe-bench-path", s.abspath(s.get("SWE_BENCH_PATH") or "")]
+    return args
+
+
+def _swe_prepare(s: Settings, cpu: bool) -> list[list[str]]:
+    data = _swe_data(s)
+    if data.is_file():
+        return []
+    source = ["--swe-bench-path", s.abspath(s.get("SWE_BENCH_PATH") or "")] if s.get("SWE_BENCH_PATH") else []
+    return [[s.python, "swe-rl/prepare_data.py", *source, "--out", str(data)]]
+
+
+def _gui(s: Settings, cpu: bool) -> list[str]:
+    plugin = "gui-rl/gui_generate.py"  # browsers, not the bubblewrap sandbox: no --sandbox flag
+    return [*_prompts(s.abspath(s.get("DATA_PATH") or "gui-rl/data/train.jsonl")),
+            "--custom-generate-function-path", plugin, "--extra-args-provider-path", plugin,
+            "--max-steps", track_value(s, "MAX_STEPS", "2", "6", cpu),
+            "--parallel-envs", track_value(s, "PARALLEL_ENVS", "2", "16", cpu),
+            "--screenshot-backend", s.get("SCREENSHOT_BACKEND") or "playwright",
+            "--num-rollout", track_value(s, "NUM_ROLLOUT", "2", "200", cpu)]
+
+
+def _gui_prepare(s: Settings, cpu: bool) -> list[list[str]]:
+    data = Path(s.abspath(s.get("DATA_PATH") or "gui-rl/data/train.jsonl"))
+    return [] if data.is_file() else [[s.python, "gui-rl/prepare_data.py", "--out", str(data)]]
+
+
+def _track_env(*names: str) -> Callable[[Settings], dict[str, str]]:
+    def job_env(s: Settings) -> dict[str, str]:
+        out = {"HF_HUB_OFFLINE": s.get("HF_HUB_OFFLINE") or "1", "OPENCLAW_SANDBOX": s.get("SANDBOX") or "bwrap"}
+        out.update({n: s.get(n) or "" for n in names if s.get(n)})
+        return out
+    return job_env
+
+
+RECIPES: dict[str, Recipe] = {r.name: r for r in (
+    Recipe("openclaw-rl", "openclaw-rl", "live", "Binary RL (GRPO, judge score as reward)", _rl),
+    Recipe("openclaw-opd", "openclaw-opd", "live", "on-policy distillation from the hinted teacher", _opd),
+    Recipe("openclaw-opd-topk", "openclaw-opd", "live", "OPD, top-k distillation loss (OPD_TOPK)", _opd_topk),
+    Recipe("openclaw-combine", "openclaw-combine", "live", "Binary RL + OPD (recommended)", _combine),
+    Recipe("terminal-rl", "terminal-rl", "track", "terminal agent in a bubblewrap sandbox", _terminal,
+           prepare=_terminal_prepare, job_env=_track_env("MAX_STEPS", "PARALLEL_ENVS"), env_type="terminal"),
+    Recipe("toolcall-rl", "toolcall-rl", "track", "tool-call RL (python + calculator, GSM8K eval)", _toolcall,
+           prepare=_toolcall_prepare, job_env=_track_env("MAX_STEPS", "PARALLEL_ENVS", "TOOLS_CONFIG"),
+           env_type="toolcall"),
+    Recipe("swe-rl", "swe-rl", "track", "SWE agent on real projects' bugs, scored by their own tests", _swe,
+           prepare=_swe_prepare, job_env=_track_env("MAX_STEPS", "PARALLEL_ENVS", "SWE_BENCH_PATH", "SWE_BENCH_REPOS",
+                                                    "OPENCLAW_SWE_CACHE"),
+           env_type="swe"),
+    Recipe("gui-rl", "gui-rl", "track", "GUI agent on MiniWoB++ pages in headless Chromium", _gui,
+           prepare=_gui_prepare, job_env=_track_env("MAX_STEPS", "PARALLEL_ENVS", "SCREENSHOT_BACKEND"),
+           env_type="gui"),
+)}
+
+
+def get_recipe(name: str) -> Recipe:
+    try:
+        return RECIPES[name]
+    except KeyError:
+        raise LaunchError(f"unknown recipe {name!r}; known: {', '.join(sorted(RECIPES))}") from None
+
+
+def cpu_model(s: Settings, recipe: Recipe) -> tuple[str, str]:
+    """The model of the embedded CPU preset: (folder, label). Tracks may pick the tiny test model."""
+    from openclaw.models import build_tiny_model, default_model_path
+
+    choice = (s.get("CPU_PRESET_MODEL") or "smollm2") if recipe.kind == "track" else "smollm2"
+    if choice == "smollm2":
+        return default_model_path(), choice
+    if choice == "tiny":
+        return str(build_tiny_model()), choice
+    raise LaunchError(f"CPU_PRESET_MODEL must be smollm2 or tiny, got {choice}")
+
+
+def run_prepare(commands: list[list[str]], cwd: Path) -> None:
+    for cmd in commands:
+        done = subprocess.run(cmd, cwd=cwd)
+        if done.returncode != 0:
+            raise LaunchError(f"preparing data failed (exit {done.returncode}): {' '.join(cmd)}")

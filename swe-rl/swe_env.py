@@ -1,0 +1,215 @@
+"""The SWE environment: an episode = a repository at its base state + an issue text.
+
+The agent acts through four tools, each run inside the episode's sandbox: `bash` (a shell
+command in /workspace), `view` (a file with line numbers), `str_replace` (edit by exact string
+replacement, the old string must occur exactly once) and `submit`. The episode's patch is the
+diff of the work tree against the base; the repository's own tests decide the reward:
+1 when every FAIL_TO_PASS test passes and no PASS_TO_PASS test breaks, else 0.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swe_instances import Instance
+from swe_tests import TestRun
+from swe_workspace import current_patch, evaluate_tree, load_base
+
+from openclaw.sandbox import ExecResult, SandboxSession
+
+SYSTEM_PROMPT = """You are a software engineer fixing a bug in the Python repository at /workspace.
+Call one tool per turn, as <tool_call>{"name": ..., "arguments": {...}}</tool_call>:
+- bash: {"command": "..."} runs a shell command in /workspace (no network; python3 is available)
+- view: {"path": "...", "start_line": 1, "end_line": 80} shows a file with line numbers
+- str_replace: {"path": "...", "old_str": "...", "new_str": "..."} replaces the one exact occurrence of old_str
+- submit: {} ends the episode; your changes to the repository are the fix.
+A ```bash``` block is also accepted as a bash call. Fix the library code, not the tests."""
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+_BASH_BLOCK = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)```", re.DOTALL)
+TOOLS = ("bash", "view", "str_replace", "submit")
+
+INVALID_OBSERVATION = ('No tool call found. Reply with one <tool_call>{"name": "bash", "arguments": '
+                       '{"command": "ls"}}</tool_call> (tools: bash, view, str_replace, submit).')
+
+# Runs inside the sandbox: exact, unique string replacement (arguments arrive base64-encoded JSON).
+_EDIT_SCRIPT = r"""
+import base64, json, sys
+a = json.loads(base64.b64decode(sys.argv[1]))
+try:
+    text = open(a["path"], encoding="utf-8").read()
+except OSError as e:
+    sys.exit(f"cannot read {a['path']}: {e.strerror}")
+n = text.count(a["old_str"])
+if n != 1:
+    sys.exit(f"old_str occurs {n} times in {a['path']}; it must occur exactly once")
+open(a["path"], "w", encoding="utf-8").write(text.replace(a["old_str"], a["new_str"], 1))
+print(f"edited {a['path']}")
+"""
+
+
+@dataclass(frozen=True)
+class Action:
+    tool: str  # bash | view | str_replace | submit | invalid
+    arguments: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+
+def parse_action(text: str) -> Action:
+    """The first tool call (or ```bash``` block) in a model turn."""
+    found: list[tuple[int, Action]] = []
+    m = _TOOL_CALL.search(text)
+    if m:
+        try:
+            call = json.loads(m.group(1))
+            name, arguments = call.get("name"), call.get("arguments") or {}
+            if name not in TOOLS or not isinstance(arguments, dict):
+                action = Action("invalid", error=f"unknown tool {name!r}; tools: {', '.join(TOOLS)}")
+            else:
+                action = Action(name, arguments)
+        except (json.JSONDecodeError, AttributeError) as e:
+            action = Action("invalid", error=f"tool call is not valid JSON: {e}")
+        found.append((m.start(), action))
+    b = _BASH_BLOCK.search(text)
+    if b and b.group(1).strip():
+        found.append((b.start(), Action("bash", {"command": b.group(1).strip()})))
+    if not found:
+        return Action("invalid", error=INVALID_OBSERVATION)
+    return min(found, key=lambda x: x[0])[1]
+
+
+@dataclass
+class StepResult:
+    observation: str
+    done: bool
+    action: Action
+    exec_result: ExecResult | None = None
+    step_score: float = 0.0  # process score: 1 for a tool call that succeeded, 0 otherwise
+
+
+@dataclass
+class EvalResult:
+    resolved: bool
+    patch: str
+    tests: dict[str, str]  # test id -> outcome, FAIL_TO_PASS and PASS_TO_PASS
+    fail_to_pass_passed: int
+    pass_to_pass_passed: int
+    test_seconds: float
+    timed_out: bool
+
+    @property
+    def reward(self) -> float:
+        return 1.0 if self.resolved else 0.0
+
+
+def score(instance: Instance, run: TestRun, patch: str) -> EvalResult:
+    f2p = sum(run.passed(t) for t in instance.FAIL_TO_PASS)
+    p2p = sum(run.passed(t) for t in instance.PASS_TO_PASS)
+    resolved = f2p == len(instance.FAIL_TO_PASS) and p2p == len(instance.PASS_TO_PASS) and not run.timed_out
+    return EvalResult(resolved, patch, dict(run.outcomes), f2p, p2p, run.duration_s, run.timed_out)
+
+
+class SweEnv:
+    def __init__(self, instance: Instance, session: SandboxSession, base_dir: Path, runtime_dir: Path,
+                 max_steps: int = 20, command_timeout_s: float = 30.0, test_timeout_s: float = 120.0,
+                 max_observation_chars: int = 2000, deps_dir: Path | None = None) -> None:
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        self.instance = instance
+        self.session = session
+        self.base_dir = base_dir
+        self.runtime_dir = runtime_dir
+        self.deps_dir = deps_dir
+        self.max_steps = max_steps
+        self.command_timeout_s = command_timeout_s
+        self.test_timeout_s = test_timeout_s
+        self.max_observation_chars = max_observation_chars
+        self.steps = 0
+        self.done = False
+        self.history: list[StepResult] = []
+        self.setup_seconds = 0.0
+
+    async def reset(self) -> str:
+        """Copy the base repository into the episode's work dir; the first observation is the issue."""
+        self.steps, self.done, self.history = 0, False, []
+        self.setup_seconds = await load_base(self.session, self.base_dir)
+        return self.instance.problem_statement
+
+    async def _run(self, command: str) -> ExecResult:
+        return await self.session.run(command, timeout_s=self.command_timeout_s)
+
+    async def _act(self, action: Action) -> tuple[str, ExecResult | None, float]:
+        args = action.arguments
+        if action.tool == "bash":
+            command = str(args.get("command", "")).strip()
+            if not command:
+                return "bash needs a non-empty \"command\".", None, 0.0
+            r = await self._run(command)
+            return r.observation(self.max_observation_chars), r, float(r.exit_code == 0 and not r.timed_out)
+        if action.tool == "view":
+            path = str(args.get("path", ""))
+            try:
+                start = max(1, int(args.get("start_line", 1)))
+                end = int(args.get("end_line", start + 79))
+            except (TypeError, ValueError):
+                return "start_line and end_line must be integers.", None, 0.0
+            q = shlex.quote(path)
+            r = await self._run(f"if [ -d {q} ]; then ls -la {q}; else cat -n -- {q} | sed -n '{start},{end}p'; fi")
+            return r.observation(self.max_observation_chars), r, float(r.exit_code == 0 and bool(r.stdout))
+        if action.tool == "str_replace":
+            missing = [k for k in ("path", "old_str", "new_str") if not isinstance(args.get(k), str)]
+            if missing:
+                return f"str_replace needs string arguments {missing}.", None, 0.0
+            payload = base64.b64encode(json.dumps({k: args[k] for k in ("path", "old_str", "new_str")}).encode())
+            r = await self._run(f"python3 -c {shlex.quote(_EDIT_SCRIPT)} {payload.decode()}")
+            return r.observation(self.max_observation_chars), r, float(r.exit_code == 0)
+        return action.error or INVALID_OBSERVATION, None, 0.0
+
+    async def step(self, model_text: str) -> StepResult:
+        if self.done:
+            raise RuntimeError("step() after the episode ended; call reset()")
+        self.steps += 1
+        action = parse_action(model_text)
+        if action.tool == "submit":
+            result = StepResult("Submitted.", True, action, step_score=1.0)
+        else:
+            observation, r, step_score = await self._act(action)
+            result = StepResult(observation, False, action, r, step_score)
+        if self.steps >= self.max_steps:
+            result.done = True
+        self.done = result.done
+        self.history.append(result)
+        return result
+
+    async def evaluate(self) -> EvalResult:
+        """The patch, then the instance's tests on the work tree (test files restored first)."""
+        patch = await current_patch(self.session)
+        inst = self.instance
+        run = await evaluate_tree(self.session, self.runtime_dir, self.base_dir, inst.test_ids, inst.test_files,
+                                  inst.python_path, inst.test_patch, self.test_timeout_s, self.deps_dir)
+        return score(inst, run, patch)
+
+
+def episode_reward(evaluation: EvalResult, step_scores: list[float], prm_step_coef: float) -> float:
+    """1 if resolved else 0, plus prm_step_coef * mean per-step process score (0 by default)."""
+    bonus = prm_step_coef * (sum(step_scores) / len(step_scores)) if step_scores and prm_step_coef else 0.0
+    return evaluation.reward + bonus
+
+
+async def score_patch(instance: Instance, patch: str, session: SandboxSession, base_dir: Path, runtime_dir: Path,
+                      test_timeout_s: float = 120.0, deps_dir: Path | None = None) -> EvalResult:
+    """SWE-bench's harness step on a fresh session: base repo + `patch`, then the instance's tests.
+    A patch that does not apply scores 0 with every test 'missing'."""
+    from swe_workspace import apply_patch_in_sandbox
+
+    await load_base(session, base_dir)
+    if not await apply_patch_in_sandbox(session, patch):
+        return EvalResult(False, patch, {t: "missing" for t in instance.test_ids}, 0, 0, 0.0, False)
+    env = SweEnv(instance, session, base_dir, runtime_dir, test_timeout_s=test_timeout_s, deps_dir=deps_dir)
+    return await env.evaluate()

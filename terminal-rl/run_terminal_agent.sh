@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The second public page's name for terminal-agent training: the same launch as run_terminal_rl.sh.
+# TASK_TYPE=bash_commands (the page's) is this track's task family; MAX_STEPS, PARALLEL_ENVS, TASKS_PATH as there.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+exec "${PYTHON:-python}" -m openclaw.launch terminal-rl "$@"

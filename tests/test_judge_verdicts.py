@@ -1,0 +1,119 @@
+"""An unparseable judge score is never a silent 0 (issue 16 item 7, judge part).
+
+A real loopback OpenAI-compatible endpoint answers with scripted completions: when none holds a
+verdict the turn is a recorded judge failure (retried, then `judge_failed`), when some do the
+turn is scored from the others and every unparseable vote is a counted, logged warning. A
+custom reward plugin returning text or NaN is a recorded failure too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from openclaw.buffer import JUDGE_FAILED, JUDGED, TrajectoryBuffer, TurnRecord
+from openclaw.judge.config import JudgeConfig
+from openclaw.judge.custom_judge import CustomJudge
+from openclaw.judge.llm_judge import LLMJudge
+from openclaw.judge.worker import JudgeStats, judge_once
+
+
+@contextmanager
+def scripted_judge(completions: list[str]) -> Iterator[str]:
+    """Serves `completions` in turn (cycling) at /v1/chat/completions; yields the base URL."""
+    lock = threading.Lock()
+    calls = [0]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            with lock:
+                text = completions[calls[0] % len(completions)]
+                calls[0] += 1
+            body = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def add_turn(buf: TrajectoryBuffer, sid: str, next_state: str = "Thanks, that works!") -> int:
+    tid = buf.append_turn(TurnRecord(session_id=sid, turn_index=None, turn_type="main",
+                                     messages=[{"role": "user", "content": "hi"}], prompt_ids=[1],
+                                     response_ids=[2], response_text="hello", content="hello"))
+    buf.attach_next_state(sid, {"role": "user", "content": next_state})
+    return tid
+
+
+def judge_one(tmp_path: Path, completions: list[str], m: int) -> tuple[object, JudgeStats]:
+    buf = TrajectoryBuffer.open(tmp_path / "buf", max_judge_attempts=1)
+    tid = add_turn(buf, "s")
+    with scripted_judge(completions) as url:
+        cfg = JudgeConfig(backend="llm", judge_url=url, judge_model="judge", m=m, extract_hints=False, timeout_s=30)
+        judge, stats = LLMJudge(cfg), JudgeStats()
+        try:
+            assert judge_once(buf, judge, cfg, "w0", stats) == 1
+        finally:
+            judge.close()
+    turn = buf.get_turn(tid)
+    buf.close()
+    return turn, stats
+
+
+def test_no_parseable_verdict_is_a_recorded_failure_not_zero(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="openclaw.judge"):
+        turn, stats = judge_one(tmp_path, ["I think it is fine.", "\\boxed{2}", "score: good"], m=3)
+    assert turn.state == JUDGE_FAILED and turn.judgement is None
+    assert "no parseable verdict in 3 judge completion(s)" in turn.judge_error
+    snap = stats.snapshot()
+    assert (snap["failed"], snap["judged"], snap["invalid_votes"]) == (1, 0, 3)
+    assert any("no parseable verdict" in r.getMessage() and "3 unparseable so far" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_some_unparseable_votes_are_counted_and_warned(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="openclaw.judge"):
+        turn, stats = judge_one(tmp_path, ["Helpful. \\boxed{1}", "Helpful. \\boxed{1}", "no verdict here"], m=3)
+    assert turn.state == JUDGED and turn.judgement["score"] == 1.0
+    assert sorted(turn.judgement["votes"], key=str) == [1, 1, None]
+    assert stats.snapshot()["invalid_votes"] == 1
+    assert any("scored from the other votes" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("ret,why", [('"great"', "expected a float"), ('float("nan")', "finite"),
+                                     ("None", "expected a float"), ('{"reward": "high"}', "could not convert"),
+                                     ('{"reward": float("inf")}', "finite")])
+def test_custom_plugin_score_that_is_not_a_number_is_a_failure(tmp_path: Path, ret: str, why: str) -> None:
+    plugin = tmp_path / "bad_rm.py"
+    plugin.write_text(f"async def reward_func(args, sample):\n    return {ret}\n")
+    buf = TrajectoryBuffer.open(tmp_path / "buf", max_judge_attempts=1)
+    tid = add_turn(buf, "s")
+    cfg = JudgeConfig(backend="custom", custom_rm_path=f"{plugin}:reward_func", extract_hints=False)
+    judge = CustomJudge(cfg)
+    try:
+        assert judge_once(buf, judge, cfg, "w0", JudgeStats()) == 1
+    finally:
+        judge.close()
+    turn = buf.get_turn(tid)
+    buf.close()
+    assert turn.state == JUDGE_FAILED and why in turn.judge_error
