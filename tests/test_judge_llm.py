@@ -169,12 +169,18 @@ def test_llm_judge_launched_from_model_path(tmp_path: Path, tiny_model_path) -> 
     pid = svc.judge._server.pid
     try:
         deadline = time.monotonic() + 120
-        while buf.get_turn(tid).state != JUDGED:
+        while buf.get_turn(tid).state not in (JUDGED, JUDGE_FAILED):
             assert time.monotonic() < deadline
             time.sleep(0.1)
     finally:
         svc.stop()
-    assert len(buf.get_turn(tid).judgement["votes"]) == 1
+    turn = buf.get_turn(tid)
+    if turn.state == JUDGE_FAILED:
+        # The tiny random model answered (the launched server works) but wrote no \boxed{} verdict:
+        # recorded as a failure, never scored 0 (issue 16 item 7).
+        assert "no parseable verdict in 1 judge completion(s)" in (turn.judge_error or ""), turn.judge_error
+    else:
+        assert len(turn.judgement["votes"]) == 1
     with pytest.raises(ProcessLookupError):  # the judge server we launched is gone
         os.kill(pid, 0)
     buf.close()
