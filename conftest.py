@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -41,3 +46,33 @@ def tiny_llama_path() -> Path:
     from openclaw.models import build_tiny_model
 
     return build_tiny_model("llama", seed=0)
+
+
+def _start_intercept_server(model: Path, buf: Path, port: int, log: Path, *extra: str) -> subprocess.Popen:
+    """`python -m openclaw.server` with the RL intercept, as its own process (the crash tests kill -9
+    it), returned once /health answers; its output goes to `log`."""
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "openclaw.server", "--model-path", str(model), "--port", str(port),
+         "--enable-rl-intercept", "--rl-buffer-dir", str(buf), "--max-batch-size", "8",
+         "--log-level", "warning", *extra],
+        stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited rc={proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)  # polling readiness with a deadline
+    proc.kill()
+    raise AssertionError("server did not become ready")
+
+
+@pytest.fixture
+def start_intercept_server() -> Callable[..., subprocess.Popen]:
+    """Start a server subprocess with the intercept on: `start(model, buf, port, log, *flags)`."""
+    return _start_intercept_server

@@ -34,27 +34,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: Path, buf: Path, port: int, log: Path, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "openclaw.server", "--model-path", str(model), "--port", str(port),
-         "--enable-rl-intercept", "--rl-buffer-dir", str(buf), "--max-batch-size", "8",
-         "--log-level", "warning", *extra],
-        stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env,
-    )
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited rc={proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)  # polling readiness with a deadline
-    proc.kill()
-    raise AssertionError("server did not become ready")
-
 
 def buffer_cli(buf: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "openclaw.buffer", "--dir", str(buf), *args],
@@ -68,10 +47,11 @@ def chat(client: httpx.Client, sid: str, text: str, max_tokens: int = 4) -> str:
     return r.json()["choices"][0]["message"]["content"] or ""
 
 
-def test_reader_processes_do_not_unlink_the_servers_wal(tiny_model_path: Path, tmp_path: Path) -> None:
+def test_reader_processes_do_not_unlink_the_servers_wal(tiny_model_path: Path, tmp_path: Path,
+                                                        start_intercept_server) -> None:
     buf, log = tmp_path / "buf", tmp_path / "server.log"
     port = free_port()
-    proc = start_server(tiny_model_path, buf, port, log, "--judge-workers", "1")
+    proc = start_intercept_server(tiny_model_path, buf, port, log, "--judge-workers", "1")
     acked: dict[str, str] = {}
     imported = tmp_path / "import.json"
     imported.write_text(json.dumps({"session_id": "imported-1", "turns": [
@@ -116,7 +96,8 @@ def _old_turn(sid: str, age_s: float) -> TurnRecord:
                       created_at=now - age_s, finished_at=now - age_s)
 
 
-def test_retention_runs_at_start_up_and_on_a_timer(tiny_model_path: Path, tmp_path: Path) -> None:
+def test_retention_runs_at_start_up_and_on_a_timer(tiny_model_path: Path, tmp_path: Path,
+                                                   start_intercept_server) -> None:
     """Issue 15 item 5: no request is ever sent. A record past its TTL is gone once the
     restarted server answers /health; one that ages past the TTL while the server runs is
     gone within the timer period."""
@@ -124,7 +105,7 @@ def test_retention_runs_at_start_up_and_on_a_timer(tiny_model_path: Path, tmp_pa
     with TrajectoryBuffer.open(buf) as b:
         b.append_turn(_old_turn("expired-before-start", age_s=3600))
     port = free_port()
-    proc = start_server(tiny_model_path, buf, port, log, "--rl-retention-ttl", "2")
+    proc = start_intercept_server(tiny_model_path, buf, port, log, "--rl-retention-ttl", "2")
     try:
         with TrajectoryBuffer.open(buf, create=False) as b:
             assert b.session_turns("expired-before-start") == []
@@ -227,7 +208,8 @@ def _check_acked(buf: Path, sessions: list[Session]) -> int:
 
 
 @pytest.mark.slow
-def test_soak_kill_9_restart_no_acknowledged_turn_lost(tiny_model_path: Path, tmp_path: Path) -> None:
+def test_soak_kill_9_restart_no_acknowledged_turn_lost(tiny_model_path: Path, tmp_path: Path,
+                                                      start_intercept_server) -> None:
     seed = int(os.environ.get("SOAK_SEED", time.time_ns() % 100_000))
     rng = random.Random(seed)
     kill_at = rng.randint(N_SESSIONS, N_SESSIONS * N_TURNS * 3 // 4)  # acknowledged turns before the kill
@@ -238,7 +220,7 @@ def test_soak_kill_9_restart_no_acknowledged_turn_lost(tiny_model_path: Path, tm
     flags = ("--judge-workers", "1", "--judge-lease-seconds", "20")
     port = free_port()
     t0 = time.monotonic()
-    proc = start_server(tiny_model_path, buf, port, log, *flags)
+    proc = start_intercept_server(tiny_model_path, buf, port, log, *flags)
     consumer = subprocess.Popen([sys.executable, "-c", _CONSUMER_CODE, str(buf), str(stop)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sessions = [Session(f"soak-{i:02d}") for i in range(N_SESSIONS)]
@@ -260,7 +242,7 @@ def test_soak_kill_9_restart_no_acknowledged_turn_lost(tiny_model_path: Path, tm
         assert kill_at <= before < N_SESSIONS * N_TURNS
         assert _check_acked(buf, sessions) == before  # nothing acknowledged is missing after the crash
 
-        proc2 = start_server(tiny_model_path, buf, port, log, *flags)
+        proc2 = start_intercept_server(tiny_model_path, buf, port, log, *flags)
         assert _check_acked(buf, sessions) == before  # and the restart (recovery) lost nothing either
         _run_sessions(port, sessions, lambda: None)
         assert all(s.done for s in sessions)

@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -25,42 +24,22 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(model: Path, buf: Path, port: int, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "openclaw.server", "--model-path", str(model), "--port", str(port),
-         "--enable-rl-intercept", "--rl-buffer-dir", str(buf), "--max-batch-size", "8", "--log-level", "warning"],
-        stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env,
-    )
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited rc={proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)  # polling readiness with a deadline
-    proc.kill()
-    raise AssertionError("server did not become ready")
 
-
-def test_kill_9_mid_burst(tiny_model_path: Path, tmp_path: Path) -> None:
+def test_kill_9_mid_burst(tiny_model_path: Path, tmp_path: Path, start_intercept_server) -> None:
     """Reopening the buffer after the kill is what a restarted server does first (SQLite
     recovers the WAL on open); the slow variant below restarts the real server too."""
-    _kill_9_mid_burst(tiny_model_path, tmp_path, restart=False)
+    _kill_9_mid_burst(tiny_model_path, tmp_path, start_intercept_server, restart=False)
 
 
 @pytest.mark.slow
-def test_kill_9_mid_burst_then_restart(tiny_model_path: Path, tmp_path: Path) -> None:
-    _kill_9_mid_burst(tiny_model_path, tmp_path, restart=True)
+def test_kill_9_mid_burst_then_restart(tiny_model_path: Path, tmp_path: Path, start_intercept_server) -> None:
+    _kill_9_mid_burst(tiny_model_path, tmp_path, start_intercept_server, restart=True)
 
 
-def _kill_9_mid_burst(tiny_model_path: Path, tmp_path: Path, restart: bool) -> None:
+def _kill_9_mid_burst(tiny_model_path: Path, tmp_path: Path, start_server, restart: bool) -> None:
     buf, log = tmp_path / "buf", tmp_path / "server.log"
     port = _free_port()
-    proc = _start(tiny_model_path, buf, port, log)
+    proc = start_server(tiny_model_path, buf, port, log)
     answered: dict[str, str] = {}  # session id -> content the client received
     lock = threading.Lock()
     enough = threading.Event()
@@ -99,7 +78,7 @@ def _kill_9_mid_burst(tiny_model_path: Path, tmp_path: Path, restart: bool) -> N
     assert kill_after <= len(got) < n_req, f"the kill did not land mid-burst ({len(got)} of {n_req} answered)"
 
     if restart:  # the same buffer: recovery on open, then a new request still works
-        proc2 = _start(tiny_model_path, buf, port, log)
+        proc2 = start_server(tiny_model_path, buf, port, log)
         try:
             r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", headers={"X-Session-Id": "after"},
                            json={"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": "alive?"}]},
