@@ -17,23 +17,12 @@ import threading
 import time
 from pathlib import Path
 
-from gui_env import BrowserPool
 from gui_eval import run_episode
 from gui_policies import ScriptedPolicy
+from gui_screenshots import make_pool
 from gui_tasks import TASKS, train_seed
 
-
-def descendants(pid: int) -> set[int]:
-    out, stack = set(), [pid]
-    while stack:
-        for children in Path(f"/proc/{stack.pop()}/task").glob("*/children"):
-            try:
-                kids = [int(c) for c in children.read_text().split()]
-            except OSError:
-                continue
-            out.update(kids)
-            stack += kids
-    return out
+from openclaw.proctree import descendants
 
 
 def pss_kb(pid: int) -> int:
@@ -52,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--out", default=None, help="also write the numbers as JSON here")
     args = p.parse_args(argv)
-    pool = BrowserPool(args.parallel_envs)
+    pool = make_pool(args.parallel_envs, os.environ.get("SCREENSHOT_BACKEND", "playwright"))
     steps, episodes, lock = [0], [0], threading.Lock()
     stop = threading.Event()
 

@@ -224,6 +224,8 @@ class BrowserPool:
     sees its pipe close and kills the browsers it launched (tests/test_gui_leaks.py checks by PID).
     """
 
+    backend = "playwright"  # SCREENSHOT_BACKEND (gui_screenshots.make_pool picks the class)
+
     def __init__(self, size: int, viewport: tuple[int, int] = (500, 400)) -> None:
         if size < 1:
             raise ValueError(f"PARALLEL_ENVS must be >= 1, got {size}")
@@ -350,14 +352,16 @@ _POOL: BrowserPool | None = None
 _POOL_LOCK = threading.Lock()
 
 
-def shared_pool(size: int) -> BrowserPool:
+def shared_pool(size: int, backend: str = "playwright") -> BrowserPool:
     """The process-wide pool (PARALLEL_ENVS browsers), shared by every rollout of a trainer."""
+    from gui_screenshots import make_pool
+
     global _POOL
     with _POOL_LOCK:
-        if _POOL is None or _POOL.size != size:
+        if _POOL is None or _POOL.size != size or _POOL.backend != backend:
             if _POOL is not None:
                 _POOL.close()
-            _POOL = BrowserPool(size)
+            _POOL = make_pool(size, backend)
         return _POOL
 
 

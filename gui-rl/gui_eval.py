@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,8 +22,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from gui_env import Action, ActionError, BrowserPool, Observation, SyncEnv, parallel_envs_from_env
+from gui_env import Action, ActionError, Observation, SyncEnv, parallel_envs_from_env
 from gui_policies import RandomPolicy, ScriptedPolicy
+from gui_screenshots import make_pool
 from gui_tasks import HELDOUT_SEEDS, all_task_names, resolve_task_names
 
 
@@ -79,7 +81,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     jobs = [(t, s) for t in tasks for s in seeds]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pool = BrowserPool(args.parallel_envs)
+    pool = make_pool(args.parallel_envs, os.environ.get("SCREENSHOT_BACKEND", "playwright"))
 
     def work(i: int) -> EpisodeResult:
         task, seed = jobs[i]

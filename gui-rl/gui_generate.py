@@ -25,11 +25,31 @@ from openclaw.sandbox.trajectory import ObservationFormat, TrajectoryBuilder, Tu
 
 SYSTEM_PROMPT = (
     "You control a web page. Each turn you see the goal and the page's elements, each with an id "
-    "like [ref=e5]. Reply with exactly one action on the last line:\n"
+    "like [ref=e5]. Answer with exactly one action:\n"
     'click("e5")  fill("e5", "text")  press("e5", "Enter")  scroll(0, 200)  '
     'select_option("e5", "option")  done()'
 )
+# Worked examples, given as earlier turns of the chat. SmolLM2-135M does not follow a format that
+# is only described (measured: 8 of 72 one-step pages got an action, the rest prose about
+# addEventListener), but it copies one it has seen itself answer. The pages are made up, not
+# MiniWoB++ seeds, and are part of the prompt (never in the loss).
+EXAMPLES: tuple[tuple[str, str], ...] = (
+    ('Goal: Click on the "Cancel" button.\nPage:\n- button "OK" [ref=e3]\n- button "Cancel" [ref=e4]',
+     'click("e4")'),
+    ('Goal: Enter "Kasey" into the text field and press Submit.\nPage:\n- textbox [ref=e6]\n- button "Submit" [ref=e7]',
+     'fill("e6", "Kasey")'),
+    ('Goal: Click on the link "lorem".\nPage:\n- text: Dolor sit\n- link "amet" [ref=e8] [cursor=pointer]\n'
+     '- link "lorem" [ref=e9] [cursor=pointer]', 'click("e9")'),
+)
 
+
+def opening_messages(first_page: Any) -> list[dict[str, Any]]:
+    """System prompt, the worked examples, then the episode's first page (a user message: text, or
+    text + image parts for vision models)."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}]
+    for page, action in EXAMPLES:
+        messages += [{"role": "user", "content": page}, {"role": "assistant", "content": action}]
+    return messages + [{"role": "user", "content": first_page}]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """GUI-RL flags (slime's extra-args-provider contract); each has an env default."""
@@ -75,6 +95,13 @@ def observation_text(result: StepResult) -> str:
     return head + result.observation.text()
 
 
+def action_text(tokenizer: Any, token_ids: list[int]) -> str:
+    """The reply an action is read from: the model's tokens without special tokens. The trainer's
+    engine text keeps the end-of-turn token (`no_stop_trim`, `skip_special_tokens=False`), and
+    `click("e5")<|im_end|>` is not a call at the end of a line."""
+    return tokenizer.decode(token_ids, skip_special_tokens=True)
+
+
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
     from slime.utils.types import Sample
 
@@ -83,10 +110,10 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     task, seed = task_for_sample(sample)
     tokenizer = load_tokenizer(args.hf_checkpoint)
     obs_format = ObservationFormat.from_tokenizer(tokenizer, role="user")
-    pool = shared_pool(cfg.parallel_envs)
+    pool = shared_pool(cfg.parallel_envs, cfg.screenshot_backend)
     async with pool.env() as env, SGLangClient(engine_url_for(args, sample.index)) as client:
         first: Observation = await env.reset(task, seed)
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": first.text()}]
+        messages = opening_messages(first.text())
         prompt_text, prompt_ids = chat_prompt_ids(tokenizer, messages)
         builder = TrajectoryBuilder(client, prompt_ids, sampling_params, cfg.max_context_len)
         actions: list[str] = []
@@ -94,7 +121,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
 
         async def step(turn: Turn) -> str | None:
             try:
-                action = parse_action(turn.text)
+                action = parse_action(action_text(tokenizer, turn.token_ids))
             except ActionError as exc:  # an unreadable reply costs a turn; the page is shown again
                 actions.append("invalid")
                 last["errors"] += 1

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 from gui_env import Action, Observation, parse_action
-from gui_generate import SYSTEM_PROMPT
+from gui_generate import opening_messages
 
 
 @dataclass
@@ -25,7 +25,7 @@ class ChatModelPolicy:
     messages: list[dict[str, Any]] = field(default_factory=list)
 
     def reset(self, obs: Observation) -> None:
-        self.messages = [{"role": "system", "content": SYSTEM_PROMPT}]
+        self.messages = []  # the opening (system prompt, worked examples) comes with the first page
 
     def _user(self, obs: Observation) -> dict[str, Any]:
         if not self.vision:
@@ -35,7 +35,11 @@ class ChatModelPolicy:
                                             {"type": "image_url", "image_url": {"url": url}}]}
 
     def act(self, obs: Observation) -> Action:
-        self.messages.append(self._user(obs))
+        page = self._user(obs)
+        if self.messages:
+            self.messages.append(page)
+        else:
+            self.messages = opening_messages(page["content"])
         r = httpx.post(self.base_url.rstrip("/") + "/chat/completions", timeout=300, json={
             "model": self.model, "messages": self.messages, "max_tokens": self.max_tokens, "temperature": 0})
         if r.status_code != 200:

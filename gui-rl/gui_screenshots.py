@@ -1,31 +1,54 @@
-"""SCREENSHOT_BACKEND: playwright (default) or selenium.
+"""SCREENSHOT_BACKEND: playwright (default) or selenium — who owns each environment's browser and
+takes its screenshots.
 
-Screenshots are taken by Playwright on the page the episode drives. `selenium` is accepted only
-where Selenium and a chromedriver are installed; otherwise the run stops at once and says what to
-install (no silent fallback to Playwright).
+- `playwright`: Playwright launches Chromium, reads the tree, acts and takes the PNG (gui_env).
+- `selenium`: Chromium is driven through Selenium + chromedriver, which takes the PNG; Playwright
+  attaches to the same tab for the tree and the actions (gui_selenium). Same observation contract.
+
+A backend whose parts are missing stops the run at once, saying what to install (no silent
+fallback to the other backend).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import shutil
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gui_env import BrowserPool
+
+BACKENDS = ("playwright", "selenium")
 
 
 def check_screenshot_backend(name: str) -> None:
-    if name == "playwright":
-        if importlib.util.find_spec("playwright") is None:
-            raise RuntimeError("SCREENSHOT_BACKEND=playwright needs pip install playwright==1.65.2 "
-                               "(bash gui-rl/setup_gui.sh)")
-        return
+    if name not in BACKENDS:
+        raise ValueError(f"SCREENSHOT_BACKEND must be playwright or selenium, got {name!r}")
+    if importlib.util.find_spec("playwright") is None:  # both backends read the tree through it
+        raise RuntimeError(f"SCREENSHOT_BACKEND={name} needs pip install playwright==1.65.2 "
+                           "(bash gui-rl/setup_gui.sh)")
     if name == "selenium":
+        from gui_selenium import chromedriver_path
+
         missing = []
         if importlib.util.find_spec("selenium") is None:
-            missing.append("pip install selenium")
-        if shutil.which("chromedriver") is None:
-            missing.append("apt-get install -y chromium-driver")
+            missing.append("pip install selenium==4.50.0")
+        driver = chromedriver_path()
+        if driver is None or not os.access(driver, os.X_OK):
+            missing.append("apt-get install -y chromium-driver"
+                           + (f" (OPENCLAW_CHROMEDRIVER={driver} is not executable)" if driver else ""))
         if missing:
             raise RuntimeError("SCREENSHOT_BACKEND=selenium needs Selenium and a chromedriver: " + "; ".join(missing)
-                               + " (or use SCREENSHOT_BACKEND=playwright)")
-        raise RuntimeError("SCREENSHOT_BACKEND=selenium: Selenium and chromedriver are installed, but the "
-                           "Selenium screenshot path is not implemented yet; use SCREENSHOT_BACKEND=playwright")
-    raise ValueError(f"SCREENSHOT_BACKEND must be playwright or selenium, got {name!r}")
+                               + " (bash gui-rl/setup_gui.sh installs both; or use SCREENSHOT_BACKEND=playwright)")
+
+
+def make_pool(size: int, backend: str) -> BrowserPool:
+    """The `PARALLEL_ENVS` browsers for a backend (checked first: a missing part stops here)."""
+    check_screenshot_backend(backend)
+    if backend == "selenium":
+        from gui_selenium import SeleniumBrowserPool
+
+        return SeleniumBrowserPool(size)
+    from gui_env import BrowserPool
+
+    return BrowserPool(size)

@@ -1,14 +1,16 @@
 """Flags of openclaw-rl (`--extra-args-provider-path openclaw-rl/openclaw_rl_args.py`): the buffer
-flags (`--rl-buffer-dir`, `--buffer-*`, defined in `openclaw.bridge.flags`); the reward is the
-judge's score, so binary RL adds none of its own."""
+flags (`--rl-buffer-dir`, `--buffer-*`) and binary RL's reward signal (`--openclaw-rl-score
+sign|graded`, `--openclaw-rl-baseline slime|running`, `--openclaw-rl-baseline-decay`), all defined
+once in `openclaw.bridge.flags`."""
 
 from __future__ import annotations
 
 import argparse
 
-from openclaw.bridge.flags import add_buffer_arguments, add_method_argument
+from openclaw.bridge.flags import add_buffer_arguments, add_method_argument, add_rl_signal_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     add_buffer_arguments(parser)
     add_method_argument(parser, "rl")
+    add_rl_signal_arguments(parser)

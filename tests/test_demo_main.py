@@ -29,7 +29,11 @@ def test_demo_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None:
     assert result["points"][-1]["weight_version"] >= 1  # the evaluated model is the trained one
     assert result["points"][-1]["kl_to_base"] > 0
     assert (result["w_opd"], result["w_rl"]) == (0.5, 1.0)  # combine: the demo's OPD weight, the method's RL weight
-    assert [set(e) for e in result["points"][-1]["examples"]] == [{"prompt", "reply", "accepted", "on_topic"}] * 4
+    assert [set(e) for e in result["points"][-1]["examples"]] == [
+        {"prompt", "reply", "accepted", "on_topic", "meets_preference"}] * 4
+    assert result["persona"]["name"] == "brief" and run_dir.name.startswith("brief-combine-s0-")
+    assert sorted(s["n"] for s in result["sessions"]) == list(range(1, 9))  # numbered in start order
+    assert result["metrics"]["sessions_to_3"]["sessions"] == 8 and "sessions until" in out.stdout
     assert (run_dir / "learning.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from openclaw.proctree import descendants
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="chromium not installed")
 pytest.importorskip("playwright")
@@ -31,19 +33,6 @@ threading.Event().wait()  # until interrupted or killed
 """
 
 
-def descendants(pid: int) -> set[int]:
-    out: set[int] = set()
-    stack = [pid]
-    while stack:
-        p = stack.pop()
-        for children in Path(f"/proc/{p}/task").glob("*/children"):
-            try:
-                kids = [int(c) for c in children.read_text().split()]
-            except OSError:
-                continue
-            out.update(kids)
-            stack += kids
-    return out
 
 
 def alive(pid: int) -> bool:

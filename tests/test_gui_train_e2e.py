@@ -1,5 +1,6 @@
 """A short gui-rl training run through the real trainer (python slime/train.py, Ray, embedded
-engine, FSDP/LoRA) with the tiny model, 2 steps, 2 browsers, on real MiniWoB++ pages."""
+engine, FSDP/LoRA) with the tiny model, 2 steps, 2 browsers, on real MiniWoB++ pages. In the default
+suite: it is the short form CI runs with the real browser (~45 s)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = [
-    pytest.mark.slow,
     pytest.mark.ray,
     pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="chromium not installed"),
 ]

@@ -142,7 +142,8 @@ def test_gpu_without_model_path_is_refused(tmp_path: Path) -> None:
 
 
 def test_run_eval_names_unsupported_tasks(tmp_path: Path) -> None:
-    out = subprocess.run(["bash", "openclaw-test/run_eval.sh", "--eval-tasks", "coding,tool-use"], cwd=REPO,
+    # Every family runs now (tests/test_eval_harness.py); an unknown task is an error, never skipped.
+    out = subprocess.run(["bash", "openclaw-test/run_eval.sh", "--eval-tasks", "coding,bogus"], cwd=REPO,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
-    assert "skipped: coding, tool-use" in out.stderr and "supported: conversation, capability, kl" in out.stderr
+    assert "unknown task(s) bogus" in out.stderr and "supported: conversation, capability, kl, coding, tool-use" in out.stderr

@@ -14,6 +14,14 @@ import os
 DEFAULT_WAIT_TIMEOUT_S = 3600.0
 DEFAULT_PROGRESS_INTERVAL_S = 30.0
 
+# Binary RL's reward signal (openclaw-rl/README.md, "Reward signal"). The defaults keep the reference's
+# binary RL: the judge's sign, slime's own baseline (the batch mean of a GRPO group, or 0).
+RL_SCORES = ("sign", "graded")
+DEFAULT_RL_SCORE = "sign"
+RL_BASELINES = ("slime", "running")
+DEFAULT_RL_BASELINE = "slime"
+DEFAULT_RL_BASELINE_DECAY = 0.9  # weight of the past: ~10 steps (80 turns at 8 per step) carry the mean
+
 Parser = argparse.ArgumentParser | argparse._ArgumentGroup
 
 
@@ -46,6 +54,33 @@ def add_buffer_arguments(parser: Parser) -> None:
 def add_method_argument(parser: Parser, method: str) -> None:
     parser.add_argument("--openclaw-method", dest="openclaw_method", default=method, choices=("rl", "opd", "combine"),
                         help="which signal kinds are trainable (set by the method folder's provider)")
+
+
+def _decay(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
+    return value
+
+
+def add_rl_signal_arguments(parser: Parser) -> None:
+    """Binary RL's reward signal and baseline (openclaw-rl's provider)."""
+    parser.add_argument("--openclaw-rl-score", dest="openclaw_rl_score", choices=RL_SCORES,
+                        default=DEFAULT_RL_SCORE,
+                        help="reward of a judged turn: 'sign' = the judge's +1/-1 (turns scored 0 are skipped); "
+                             "'graded' = the judge's graded score in [-1, 1] (CPU head: P(good) - P(bad); LLM "
+                             "judge: the mean vote), so a mild complaint and a harsh one differ "
+                             f"(default {DEFAULT_RL_SCORE})")
+    parser.add_argument("--openclaw-rl-baseline", dest="openclaw_rl_baseline", choices=RL_BASELINES,
+                        default=DEFAULT_RL_BASELINE,
+                        help="'slime' = slime's own (group mean with --n-samples-per-prompt G, or 0 with "
+                             "--disable-rewards-normalization); 'running' = a mean of past steps' rewards carried "
+                             "across steps and checkpoints (needs --n-samples-per-prompt 1 "
+                             f"--disable-rewards-normalization) (default {DEFAULT_RL_BASELINE})")
+    parser.add_argument("--openclaw-rl-baseline-decay", dest="openclaw_rl_baseline_decay", type=_decay,
+                        default=DEFAULT_RL_BASELINE_DECAY,
+                        help="running baseline: weight of the past per step, b <- d*b + (1-d)*batch mean "
+                             f"(default {DEFAULT_RL_BASELINE_DECAY})")
 
 
 def add_teacher_arguments(parser: Parser) -> None:

@@ -8,7 +8,9 @@ folders' rollout functions call `drain`). What a drain does:
      line is printed every `--buffer-progress-interval` seconds);
   2. turn each into a Sample with the prompt ids, response ids and engine log-probs exactly as
      the server recorded them (never re-tokenised, never padded);
-  3. reward = the judge's score (1 / -1 / 0), or `--custom-rm-path` when given (binary RL).
+  3. reward = the judge's score (1 / -1 / 0), its graded score in [-1, 1] with
+     `--openclaw-rl-score graded`, or `--custom-rm-path` when given (binary RL;
+     `openclaw.bridge.reward`).
 
 Only turns that carry signal for the method are trainable (`trainable_kinds`). Turns without
 signal are counted (`rollout/buffer_skipped/<reason>`) and consumed without training. Turns
@@ -42,6 +44,7 @@ from slime.utils.types import Sample
 
 from openclaw.bridge.behaviour import add_behaviour_logprobs
 from openclaw.bridge.flags import DEFAULT_PROGRESS_INTERVAL_S
+from openclaw.bridge.reward import RlSignal, RunningBaseline
 from openclaw.bridge.turns import KINDS, METHODS, trainable_kinds, turn_signal, turn_to_sample
 from openclaw.buffer import TrajectoryBuffer
 from openclaw.control.ledger import record_step
@@ -108,7 +111,7 @@ SKIP_REASONS = {
     "no_token_ids": "no token ids (imported text without a tokenizer)",
     "stale": "generated more than --max-staleness weight versions ago",
     "no_next_state": "no next state: the session ended here, so there is no feedback to learn from",
-    "zero_score": "binary RL: the judge's score is 0 (no signal)",
+    "zero_score": "binary RL: the judge's score is 0 (no signal; with --openclaw-rl-score graded: a rule's 0 or no valid vote)",
     "no_hint": "OPD: the judge extracted no hint from the next state",
     "no_signal": "combine: neither a non-zero score nor a hint",
 }
@@ -132,6 +135,11 @@ class BufferDataSource:
         self.args = args
         self.method = method or getattr(args, "openclaw_method", None) or "rl"
         self.cfg = DrainConfig.from_args(args, self.method)
+        # Binary RL's reward flags (checked against slime's grouping here, before any wait); the
+        # running baseline is state carried across steps and saved with the checkpoint.
+        self.signal = RlSignal.from_args(args) if self.method == "rl" else RlSignal()
+        self.graded = self.signal.score == "graded"
+        self.reward_baseline = RunningBaseline(self.signal.decay)
         # An existing buffer only: a mistyped path fails here (BufferNotFoundError names the path
         # and the server flag that creates it) instead of creating an empty buffer to wait on.
         self.buffer = TrajectoryBuffer.open(self.cfg.buffer_dir, create=False)
@@ -144,10 +152,11 @@ class BufferDataSource:
 
     # ---- driver hooks (slime.ray.driver) --------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {"handed_out": self.handed_out}
+        return {"handed_out": self.handed_out, "reward_baseline": self.reward_baseline.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.handed_out = int(state.get("handed_out", 0))
+        self.reward_baseline.load_state_dict(state.get("reward_baseline") or {})
 
     def consumer_positions(self) -> dict[str, Any]:
         return {self.cfg.consumer_id: {"buffer_dir": str(self.cfg.buffer_dir), "pending_turn_ids": sorted(self.pending)}}
@@ -218,7 +227,7 @@ class BufferDataSource:
             return "no_next_state"  # the session ended here: no feedback, nothing to learn from
         if getattr(self.args, "custom_rm_path", None) and self.method == "rl":
             return None  # the reward comes from --custom-rm-path, not the judge
-        if turn_signal(rec).kind not in trainable_kinds(self.method):
+        if turn_signal(rec, self.graded).kind not in trainable_kinds(self.method):
             return {"rl": "zero_score", "opd": "no_hint", "combine": "no_signal"}[self.method]
         return None
 
@@ -252,7 +261,7 @@ class BufferDataSource:
                                       f"({self.method}): {reason}: {SKIP_REASONS.get(reason, reason)}")
                 else:
                     out.records.append(rec)
-                    out.kinds[turn_signal(rec).kind] += 1
+                    out.kinds[turn_signal(rec, self.graded).kind] += 1
             if len(out.records) >= n:
                 break
             now = time.monotonic()
@@ -322,7 +331,11 @@ def drain_metrics(drained: Drained, samples: list[Sample]) -> dict[str, float]:
         m[f"rollout/kind/{kind}"] = float(drained.kinds.get(kind, 0))
     if samples:
         m["rollout/response_len_mean"] = sum(s.response_length for s in samples) / len(samples)
-        m["rollout/raw_reward_mean"] = sum(float(s.reward) for s in samples) / len(samples)
+        rewards = [float(s.reward) for s in samples]
+        mean = sum(rewards) / len(rewards)
+        m["rollout/raw_reward_mean"] = mean
+        # spread of the batch: with a batch-mean baseline, 0 means every advantage is 0
+        m["rollout/raw_reward_std"] = (sum((r - mean) ** 2 for r in rewards) / len(rewards)) ** 0.5
         versions = [s.weight_version or 0 for s in samples]
         m["rollout/weight_version_min"] = float(min(versions))
     return m
@@ -342,7 +355,7 @@ def drain(args: Any, data_source: Any, method: str, stop: Any = None) -> tuple[l
     check_live_args(args)
     ds = require_buffer_source(data_source)
     drained = ds.take(int(args.rollout_batch_size) * group_size(args), engine_version(args), stop=stop)
-    samples = [turn_to_sample(r, turn_signal(r).score) for r in drained.records]
+    samples = [turn_to_sample(r, turn_signal(r, ds.graded).score) for r in drained.records]
     recomputed = asyncio.run(add_behaviour_logprobs(args, samples))
     if method == "rl" and getattr(args, "custom_rm_path", None) and samples:
         asyncio.run(_custom_rewards(args, samples))

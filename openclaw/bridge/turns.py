@@ -13,6 +13,7 @@ from typing import Any
 from slime.utils.types import Sample
 
 from openclaw.control.feedback import effective_signal
+from openclaw.judge.graded import graded_score
 
 METHODS = ("rl", "opd", "combine")
 # A judged turn's signal: a non-zero score, an accepted hint, both, or neither.
@@ -46,9 +47,11 @@ class TurnSignal:
         return "none"
 
 
-def turn_signal(rec: Any) -> TurnSignal:
+def turn_signal(rec: Any, graded: bool = False) -> TurnSignal:
     """The judge's score and hint, overridden by the user's explicit feedback when the turn has
-    one (`openclaw.control.feedback`: the rating is the reward, a comment is the hint)."""
+    one (`openclaw.control.feedback`: the rating is the reward, a comment is the hint).
+    `graded`: the judge's graded score in [-1, 1] (`openclaw.judge.graded`) instead of its sign,
+    so a turn the judge scored 0 but leaned on one side ("almost, a touch shorter") carries signal."""
     j = rec.judgement or {}
     try:
         score = float(j.get("score", 0.0) or 0.0)
@@ -56,6 +59,8 @@ def turn_signal(rec: Any) -> TurnSignal:
         score = 0.0
     if not math.isfinite(score):
         score = 0.0
+    if graded:
+        score = graded_score(j)
     hint = j.get("hint")
     hint = hint.strip() if isinstance(hint, str) and hint.strip() else None
     signal = effective_signal(score, hint, rec.feedback)
@@ -84,7 +89,7 @@ def turn_to_sample(rec: Any, reward: float) -> Sample:
         rollout_log_probs=[float(x) for x in rec.response_logprobs] if recorded else None,
         weight_version=int(rec.weight_version or 0), session_id=rec.session_id, status=Sample.Status.COMPLETED,
         metadata={"turn_id": int(rec.turn_id), "score": signal.score, "hint": signal.hint, "kind": signal.kind,
-                  "score_source": signal.source, "hint_source": signal.hint_source,
+                  "graded_score": graded_score(rec.judgement), "score_source": signal.source, "hint_source": signal.hint_source,
                   "next_state": next_state_text(rec), "tools": rec.tools,
                   "imported": bool((rec.metadata or {}).get("imported"))},
     )

@@ -1,14 +1,16 @@
 """The main job: talk to the model, it gets better.
 
-    python -m openclaw.demo [--method combine|rl|opd] [--interactions N] [--minutes M]
-                            [--reward judge|length] [--out DIR]
+    python -m openclaw.demo [--persona NAME|FILE] [--method combine|rl|opd] [--interactions N]
+                            [--minutes M] [--reward judge|length] [--out DIR]
 
 Serves the embedded model (SmolLM2-135M-Instruct, CPU) behind the OpenAI API with the RL
 intercept, runs the CPU judge on the trajectory buffer, trains in the background with the
-chosen method (LoRA), and drives the server with simulated users of the "brief" persona. Learning
-is measured independently of the judge, at fixed points: the persona's own rule on held-out
-prompts (short AND on topic), a capability probe, and KL to the base model. Prints a table and a
-verdict and writes results.json + learning.png to --out.
+chosen method (LoRA), and drives the server with simulated users of one persona (default
+"brief"; a user is one persona, so each persona trains its own adapter). Learning is measured
+independently of the judge, at fixed points: the persona's verdict on held-out prompts (its
+IFEval instructions AND on topic), a capability probe, and KL to the base model; plus the
+reference project's metric, sessions until the preference holds in 3 consecutive live sessions.
+Prints a table and a verdict and writes results.json + learning.png to --out.
 
 `--reward length` trains binary RL on a length-only reward instead of the judge: the
 reward-hacking check, which the verdict must flag as FAILED.
@@ -25,13 +27,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from openclaw.demo.presets import METHODS
+from openclaw.demo.personas import DEFAULT_PERSONA, PersonaError, load_persona, persona_names
+from openclaw.demo.presets import BASELINES, METHODS, RL_SCORES, demo_signal
 
 LENGTH_REWARD = "openclaw/demo/length_reward.py:length_only_reward"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m openclaw.demo", description=__doc__.split("\n\n")[0])
+    p.add_argument("--persona", default=DEFAULT_PERSONA,
+                   help=f"a shipped persona ({', '.join(persona_names())}) or the path of a persona JSON file "
+                        "(format: openclaw/demo/README.md)")
     p.add_argument("--method", choices=METHODS, default="combine")
     p.add_argument("--interactions", type=int, default=320, help="simulated-user sessions (each one trainable turn)")
     p.add_argument("--minutes", type=float, default=14.0, help="time budget of the interaction/training phase")
@@ -41,8 +47,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=8, help="trainable turns per training step")
     p.add_argument("--lr", type=float, default=None, help="default 2e-4 (3e-4 with --reward length)")
     p.add_argument("--lora-rank", type=int, default=16)
-    p.add_argument("--baseline", choices=("batch", "zero"), default="batch",
-                   help="scalar-reward baseline: the mean score of each training batch (one GRPO group), or 0")
+    p.add_argument("--baseline", choices=BASELINES, default=None,
+                   help="scalar-reward baseline: the mean score of each training batch (one GRPO group), 0, or "
+                        "(binary RL) a running mean carried across steps; default: batch "
+                        "(openclaw/demo/presets.py:demo_signal)")
+    p.add_argument("--rl-score", choices=RL_SCORES, default=None,
+                   help="binary RL's reward: the judge's sign or its graded score in [-1, 1]; default: graded for "
+                        "--method rl on the judge (openclaw-rl/README.md, 'Reward signal')")
     p.add_argument("--kl-coef", type=float, default=0.5,
                    help="KL(policy || base) loss weight (low-variance estimator; the base = adapters off)")
     p.add_argument("--w-opd", type=float, default=0.5,
@@ -69,6 +80,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--interactions, --minutes, --evals and --batch-size must be positive")
     if args.reward == "length" and args.method != "rl":
         p.error("--reward length is the binary-RL reward-hacking check: use it with --method rl")
+    baseline, rl_score = demo_signal(args.method, args.reward)
+    args.baseline, args.rl_score = args.baseline or baseline, args.rl_score or rl_score
+    if args.method != "rl" and (args.baseline == "running" or args.rl_score != "sign"):
+        p.error("--baseline running and --rl-score graded are binary RL's options: use them with --method rl")
     return args
 
 
@@ -97,8 +112,7 @@ def run(args: argparse.Namespace) -> int:
     from openclaw.bridge import trainable_kinds, turn_signal
     from openclaw.buffer import TrajectoryBuffer
     from openclaw.demo import evaluate as ev
-    from openclaw.demo import report
-    from openclaw.demo.personas import PERSONAS
+    from openclaw.demo import metrics, report
     from openclaw.demo.presets import method_flags
     from openclaw.demo.trainer import BackgroundTrainer
     from openclaw.demo.users import SimulatedUsers
@@ -116,10 +130,11 @@ def run(args: argparse.Namespace) -> int:
     torch.manual_seed(args.seed)
     lr = args.lr if args.lr is not None else (3e-4 if args.reward == "length" else 2e-4)
     model_path = str(resolve_model_path(args.model_path))
-    out = Path(args.out).resolve() / f"{args.method}{'-length' if args.reward == 'length' else ''}-{time.strftime('%Y%m%d-%H%M%S')}"
+    persona = args.persona_obj
+    out = Path(args.out).resolve() / (f"{persona.name}-{args.method}{'-length' if args.reward == 'length' else ''}"
+                                      f"-s{args.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
     buffer_dir = out / "rl_buffer"
     out.mkdir(parents=True, exist_ok=True)
-    persona = PERSONAS["brief"]
     print("=" * 78)
     print(f"OpenClaw-RL demo: method {args.method} (reward: {args.reward}), persona '{persona.name}': {persona.preference}")
     print(f"model {model_path} | CPU threads {torch.get_num_threads()} | LoRA r{args.lora_rank} lr {lr:g}"
@@ -146,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
                       if v is not None for f in (flag, str(v))]
         flags = method_flags(args.method, model_path=model_path, engine_addr=url.split("//", 1)[1],
                              buffer_dir=str(buffer_dir), batch_size=args.batch_size, lr=lr, lora_rank=args.lora_rank,
-                             wait_timeout=3.0, extra=extra + ["--log-dir", str(out / "logs")], baseline=args.baseline)
+                             wait_timeout=3.0, extra=extra + ["--log-dir", str(out / "logs")], baseline=args.baseline,
+                             rl_score=args.rl_score)
         (out / "trainer_flags.txt").write_text(" ".join(flags) + "\n")
         say("loading the trainer (slime FSDP actor, LoRA) with the method's plugins")
         trainer = BackgroundTrainer(flags)
@@ -165,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
                 if trainer.weight_version == 0:
                     point.kl_to_base = 0.0  # the untrained policy is the base model
             kl = "-" if point.kl_to_base is None else f"{point.kl_to_base:.3f}"
-            say(f"  acceptance {point.acceptance:.1f}% | short {point.preference:.1f}% | on topic {point.on_topic:.1f}% "
+            say(f"  acceptance {point.acceptance:.1f}% | preference {point.preference:.1f}% | on topic {point.on_topic:.1f}% "
                 f"| capability {point.capability:.1f}% | {point.mean_words:.0f} words | KL {kl} ({point.seconds:.0f}s)")
             return point
 
@@ -178,19 +194,22 @@ def run(args: argparse.Namespace) -> int:
         consumer = trainer.data_source.cfg.consumer_id
         accepted_live = 0
         done = 0
+        sessions: list[dict[str, Any]] = []
         try:
             for milestone in milestones:
                 while done < milestone and time.monotonic() < deadline:
                     if trainer.state.error is not None:
                         raise RuntimeError(f"trainer failed: {trainer.state.error}") from trainer.state.error
                     # Stay near on-policy: talk again only when the trainer has (almost) caught up.
-                    if _backlog(watch, consumer, set(trainer.data_source.pending), kinds, turn_signal) >= args.batch_size:
+                    if _backlog(watch, consumer, set(trainer.data_source.pending), kinds,
+                                lambda r: turn_signal(r, trainer.data_source.graded)) >= args.batch_size:
                         time.sleep(0.5)  # polling the trainer's progress (a separate thread)
                         continue
                     n = min(args.batch_size, milestone - done)
                     got = users.drive(n, args.concurrency)
                     done += n
                     accepted_live += sum(i.accepted for i in got)
+                    sessions += [i.record() for i in got]
                     last = trainer.state.steps[-1] if trainer.state.steps else None
                     lm = last.metrics if last else {}
                     say(f"interactions {done}/{args.interactions} (live acceptance {100 * accepted_live / done:.0f}%) | "
@@ -220,16 +239,20 @@ def run(args: argparse.Namespace) -> int:
         asyncio.run(engine.shutdown())
 
     result = report.verdict(points[0], points[-1], target=args.target)
-    title = f"OpenClaw-RL demo: {args.method}" + (" (length-only reward)" if args.reward == "length" else "")
+    learned = metrics.learning_metrics([p.to_dict() for p in points], sessions)
+    title = (f"OpenClaw-RL demo: {args.method}, persona {persona.name}"
+             + (" (length-only reward)" if args.reward == "length" else ""))
     png = report.plot(points, out / "learning.png", title)
     steps = trainer.state.steps
     summary = {
-        "command": "python -m openclaw.demo " + " ".join(sys.argv[1:]), "method": args.method, "reward": args.reward, "interactions": done, "train_steps": len(steps),
+        "command": "python -m openclaw.demo " + " ".join(sys.argv[1:]), "persona": persona.to_dict(),
+        "seed": args.seed, "method": args.method, "reward": args.reward, "interactions": done, "train_steps": len(steps),
         "trained_samples": trainer.state.trained_samples, "weight_version": trainer.weight_version,
-        "live_acceptance": 100 * accepted_live / max(1, done), "lr": lr, "lora_rank": args.lora_rank, "kl_coef": args.kl_coef, "baseline": args.baseline,
+        "live_acceptance": 100 * accepted_live / max(1, done), "lr": lr, "lora_rank": args.lora_rank, "kl_coef": args.kl_coef, "baseline": args.baseline, "rl_score": args.rl_score,
         # the loss weights the trainer actually used (combine only; None for the other methods)
         "w_opd": getattr(trainer.args, "openclaw_combine_w_opd", None), "w_rl": getattr(trainer.args, "openclaw_combine_w_rl", None),
         "minutes": (time.monotonic() - say.t0) / 60, "verdict": result.status, "reason": result.reason,
+        "metrics": learned, "sessions": sorted(sessions, key=lambda s: s["n"]),
         "points": [p.to_dict() for p in points], "steps": [s.__dict__ for s in steps],
     }
     (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
@@ -238,6 +261,9 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(f"before: {points[0].examples[0]['reply'][:160]!r}")
     print(f"after:  {points[-1].examples[0]['reply'][:160]!r}")
+    print()
+    for line in report.metric_lines(learned):
+        print(line)
     print(f"\nVERDICT: {result.status}: {result.reason}")
     print(f"plot: {png}\nresults: {out / 'results.json'}  ({summary['minutes']:.1f} min total)", flush=True)
     return 0
@@ -249,6 +275,11 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before torch is imported (run() imports it)
+    try:  # after the thread count: a persona's checkers import nltk (and with it scipy's BLAS)
+        args.persona_obj = load_persona(args.persona)
+    except PersonaError as exc:
+        print(f"python -m openclaw.demo: error: --persona: {exc}", file=sys.stderr)
+        return 2
     try:
         return run(args)
     except KeyboardInterrupt:

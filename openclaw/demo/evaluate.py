@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from openclaw.demo.personas import DATA_DIR, PromptItem, load_prompts, on_topic, words
+from openclaw.demo.personas import DATA_DIR, Persona, PromptItem, load_prompts, on_topic, words
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class EvalPoint:
     kl_to_base: float | None  # mean per-token KL(policy || base) on the held-out replies
     seconds: float = 0.0
     examples: list[dict[str, Any]] = field(default_factory=list)  # every held-out reply with its verdict
+    probe_examples: list[dict[str, Any]] = field(default_factory=list)  # every probe answer, correct or not
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,7 +102,7 @@ def kl_to_base(model: Any, sequences: list[tuple[list[int], list[int]]], micro_b
     return total / count if count else None
 
 
-def evaluate(url: str, tokenizer: Any, persona: Any, heldout: list[PromptItem], probe: list[ProbeItem], *,
+def evaluate(url: str, tokenizer: Any, persona: Persona, heldout: list[PromptItem], probe: list[ProbeItem], *,
              interactions: int, weight_version: int, max_tokens: int, probe_max_tokens: int = 32,
              kl_model: Any = None) -> EvalPoint:
     import random
@@ -112,6 +113,7 @@ def evaluate(url: str, tokenizer: Any, persona: Any, heldout: list[PromptItem], 
     replies = generate_greedy(url, tokenizer, [h.prompt for h in heldout], max_tokens)
     verdicts = [persona.judge(text, item, rng) for (_, _, text), item in zip(replies, heldout, strict=True)]
     answers = generate_greedy(url, tokenizer, [q.question for q in probe], probe_max_tokens)
+    correct = [probe_correct(t, q) for (_, _, t), q in zip(answers, probe, strict=True)]
     n = max(1, len(heldout))
     kl = kl_to_base(kl_model, [(p, r) for p, r, _ in replies]) if kl_model is not None else None
     return EvalPoint(
@@ -119,11 +121,14 @@ def evaluate(url: str, tokenizer: Any, persona: Any, heldout: list[PromptItem], 
         acceptance=100.0 * sum(v.accepted for v in verdicts) / n,
         preference=100.0 * sum(v.meets_preference for v in verdicts) / n,
         on_topic=100.0 * sum(v.on_topic for v in verdicts) / n,
-        capability=100.0 * sum(probe_correct(t, q) for (_, _, t), q in zip(answers, probe, strict=True)) / max(1, len(probe)),
+        capability=100.0 * sum(correct) / max(1, len(probe)),
         mean_words=sum(words(t) for _, _, t in replies) / n,
         kl_to_base=kl, seconds=time.perf_counter() - t0,
-        examples=[{"prompt": item.prompt, "reply": text, "accepted": v.accepted, "on_topic": v.on_topic}
+        examples=[{"prompt": item.prompt, "reply": text, "accepted": v.accepted, "on_topic": v.on_topic,
+                   "meets_preference": v.meets_preference}
                   for (_, _, text), item, v in zip(replies, heldout, verdicts, strict=True)],
+        probe_examples=[{"question": q.question, "answer": t, "correct": ok}
+                        for (_, _, t), q, ok in zip(answers, probe, correct, strict=True)],
     )
 
 

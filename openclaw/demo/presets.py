@@ -7,7 +7,10 @@ drain is library code (`openclaw.bridge.BufferDataSource`).
 
 from __future__ import annotations
 
+from openclaw.bridge.flags import RL_SCORES
+
 METHODS = ("combine", "rl", "opd")
+BASELINES = ("batch", "zero", "running")
 
 _METHOD_FLAGS: dict[str, list[str]] = {
     "rl": [
@@ -29,21 +32,49 @@ _METHOD_FLAGS: dict[str, list[str]] = {
 }
 
 
+def demo_signal(method: str, reward: str = "judge") -> tuple[str, str]:
+    """The demo's (baseline, binary-RL score) when the command line names none. Binary RL on the
+    judge: the graded score with the batch-mean baseline (measured against the running baseline:
+    the same outcome, and the running one's lag made the mean advantage negative, the push-down
+    that baseline 0 showed; openclaw-rl/README.md, "Reward signal"); everything else, and the
+    length-only reward check, as before: batch mean, sign."""
+    if method == "rl" and reward == "judge":
+        return "batch", "graded"
+    return "batch", "sign"
+
+
 def baseline_flags(method: str, batch_size: int, baseline: str) -> list[str]:
     """How a rollout of `batch_size` live turns is grouped (see openclaw-rl's README):
-    "batch" = one GRPO group, baseline = the batch's mean score; "zero" = baseline 0."""
-    if baseline not in ("batch", "zero"):
-        raise ValueError(f"baseline must be 'batch' or 'zero', got {baseline!r}")
+    "batch" = one GRPO group, baseline = the batch's mean score; "zero" = baseline 0;
+    "running" (binary RL) = a mean of past steps' scores carried across steps."""
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of {BASELINES}, got {baseline!r}")
     if method == "opd":  # the OPD advantage has no scalar baseline
         return ["--rollout-batch-size", str(batch_size), "--n-samples-per-prompt", "1"]
+    if baseline == "running":
+        if method != "rl":
+            raise ValueError(f"baseline 'running' is binary RL's (openclaw-rl) option, not {method}'s")
+        return ["--rollout-batch-size", str(batch_size), "--n-samples-per-prompt", "1", "--disable-rewards-normalization",
+                "--openclaw-rl-baseline", "running"]
     if baseline == "zero":
         return ["--rollout-batch-size", str(batch_size), "--n-samples-per-prompt", "1", "--disable-rewards-normalization"]
     return ["--rollout-batch-size", "1", "--n-samples-per-prompt", str(batch_size), "--disable-grpo-std-normalization"]
 
 
+def score_flags(method: str, rl_score: str) -> list[str]:
+    """Binary RL's reward: the judge's sign or its graded score (`--openclaw-rl-score`)."""
+    if rl_score not in RL_SCORES:
+        raise ValueError(f"rl score must be one of {RL_SCORES}, got {rl_score!r}")
+    if method != "rl":
+        if rl_score != "sign":
+            raise ValueError(f"the graded score is binary RL's (openclaw-rl) option, not {method}'s")
+        return []
+    return ["--openclaw-rl-score", rl_score]
+
+
 def method_flags(method: str, *, model_path: str, engine_addr: str, buffer_dir: str, batch_size: int,
                  lr: float, lora_rank: int, wait_timeout: float | None, extra: list[str] | None = None,
-                 baseline: str = "batch") -> list[str]:
+                 baseline: str = "batch", rl_score: str = "sign") -> list[str]:
     """Flags for slime's parse_config: one method on the embedded CPU preset (LoRA, external
     engine = the serving server, behaviour log-probs as the PPO denominator)."""
     if method not in _METHOD_FLAGS:
@@ -53,7 +84,7 @@ def method_flags(method: str, *, model_path: str, engine_addr: str, buffer_dir: 
         "--data-source-path", "openclaw.bridge.BufferDataSource",
         *_METHOD_FLAGS[method],
         "--rl-buffer-dir", buffer_dir, "--buffer-min-batch", str(batch_size),
-        *baseline_flags(method, batch_size, baseline), "--num-rollout", "1000000",
+        *baseline_flags(method, batch_size, baseline), *score_flags(method, rl_score), "--num-rollout", "1000000",
         "--use-rollout-logprobs", "--rollout-temperature", "1.0",
         "--use-lora", "--lora-rank", str(lora_rank), "--lora-alpha", str(2 * lora_rank),
         "--lora-target-modules", "all-linear",

@@ -52,13 +52,40 @@ def verdict(before: Any, after: Any, target: float = 25.0) -> Verdict:
 
 
 def table(points: list[Any]) -> str:
-    head = f"{'interactions':>12} {'version':>7} {'accept%':>8} {'short%':>7} {'on-topic%':>9} {'capab%':>7} {'words':>6} {'KL':>7}"
+    head = f"{'interactions':>12} {'version':>7} {'accept%':>8} {'pref%':>7} {'on-topic%':>9} {'capab%':>7} {'words':>6} {'KL':>7}"
     lines = [head, "-" * len(head)]
     for p in points:
         kl = "-" if p.kl_to_base is None else f"{p.kl_to_base:.3f}"
         lines.append(f"{p.interactions:>12} {p.weight_version:>7} {p.acceptance:>8.1f} {p.preference:>7.1f} "
                      f"{p.on_topic:>9.1f} {p.capability:>7.1f} {p.mean_words:>6.1f} {kl:>7}")
     return "\n".join(lines)
+
+
+def metric_lines(m: dict[str, Any]) -> list[str]:
+    """The CI and the reference's metric, as the main job prints them (`metrics.learning_metrics`)."""
+    lines = []
+    acc = m.get("acceptance")
+    if acc:
+        b, a, d = acc["before"], acc["after"], acc["delta"]
+        lines.append(f"held-out acceptance {b['estimate']:.1f}% [{b['low']:.1f}, {b['high']:.1f}] -> "
+                     f"{a['estimate']:.1f}% [{a['low']:.1f}, {a['high']:.1f}]: {d['estimate']:+.1f} points "
+                     f"[{d['low']:+.1f}, {d['high']:+.1f}] (95% paired bootstrap over {d['n']} prompts)")
+    parts = []
+    for key, label in (("capability", "capability"), ("on_topic", "on topic")):
+        c = m.get(key)
+        if c:
+            d = c["delta"]
+            parts.append(f"{label} {d['estimate']:+.1f} [{d['low']:+.1f}, {d['high']:+.1f}]")
+        else:
+            parts.append(f"{label} {m['delta'][key]:+.1f}")
+    kl = m.get("kl_to_base")
+    parts.append("KL to base " + ("-" if kl is None else f"{kl:.3f}"))
+    lines.append(", ".join(parts))
+    s3 = m.get("sessions_to_3")
+    if s3:
+        lines.append(f"sessions until the preference held in {s3['k']} consecutive live sessions: {s3['text']}"
+                     + (f" (of {s3['sessions']}, in start order)" if s3["value"] is not None else " (in start order)"))
+    return lines
 
 
 def plot(points: list[Any], path: Path, title: str) -> Path:
@@ -70,7 +97,7 @@ def plot(points: list[Any], path: Path, title: str) -> Path:
     x = [p.interactions for p in points]
     fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.plot(x, [p.acceptance for p in points], "o-", label="persona acceptance (held-out)")
-    ax.plot(x, [p.preference for p in points], "s:", label="preference alone (short)")
+    ax.plot(x, [p.preference for p in points], "s:", label="preference alone (IFEval checkers)")
     ax.plot(x, [p.on_topic for p in points], "^--", label="on topic")
     ax.plot(x, [p.capability for p in points], "d-", label="capability probe")
     ax.set_xlabel("interactions")

@@ -1,9 +1,13 @@
 """Simulated users talking to the served model through the OpenAI API, as a person would.
 
 One interaction = one session: the user asks a training prompt, reads the reply, and answers
-in natural language according to the persona ("No, that's too long..." / "Thanks, perfect.").
+in natural language according to the persona ("hm, that's a wall of text" / "Thanks, perfect.").
 That answer is sent as the next message of the session with `X-Session-Done` (max_tokens 1:
 the session ends there), which is how the RL intercept learns the turn's next state.
+
+Sessions are numbered 1, 2, ... in the order they START (the moment the user's first request is
+sent; all users share one event loop, so the numbering is total): the order the reference's
+"sessions until 3 consecutive accepted" metric reads them in (`metrics.py`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from openclaw.demo.personas import PromptItem
+from openclaw.demo.personas import Persona, PromptItem
 
 
 @dataclass(frozen=True)
@@ -25,10 +29,18 @@ class Interaction:
     reply: str
     accepted: bool
     feedback: str
+    started: int = 0  # 1-based start order over all sessions of this SimulatedUsers
+    on_topic: bool = False
+    meets_preference: bool = False
+
+    def record(self) -> dict[str, Any]:
+        """The session as results.json keeps it (for the sessions-to-3 metric)."""
+        return {"n": self.started, "accepted": self.accepted, "meets_preference": self.meets_preference,
+                "on_topic": self.on_topic}
 
 
 class SimulatedUsers:
-    def __init__(self, base_url: str, persona: Any, prompts: list[PromptItem], *, seed: int = 0,
+    def __init__(self, base_url: str, persona: Persona, prompts: list[PromptItem], *, seed: int = 0,
                  max_tokens: int = 100, temperature: float = 1.0, api_key: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.persona = persona
@@ -38,6 +50,7 @@ class SimulatedUsers:
         self.temperature = temperature
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.count = 0
+        self.started = 0  # sessions whose first request has been sent
 
     async def _chat(self, client: httpx.AsyncClient, sid: str, messages: list[dict[str, str]], max_tokens: int,
                     done: bool = False) -> str:
@@ -53,11 +66,15 @@ class SimulatedUsers:
     async def _one(self, client: httpx.AsyncClient, index: int, item: PromptItem, rng: random.Random) -> Interaction:
         sid = f"demo-user-{index}"
         question = {"role": "user", "content": item.prompt}
+        # Numbered here, right before the session's first request goes out (no await in between).
+        self.started += 1
+        started = self.started
         reply = await self._chat(client, sid, [question], self.max_tokens)
         verdict = self.persona.judge(reply, item, rng)
         await self._chat(client, sid, [question, {"role": "assistant", "content": reply},
                                        {"role": "user", "content": verdict.feedback}], 1, done=True)
-        return Interaction(sid, item.prompt, reply, verdict.accepted, verdict.feedback)
+        return Interaction(sid, item.prompt, reply, verdict.accepted, verdict.feedback, started, verdict.on_topic,
+                           verdict.meets_preference)
 
     async def drive_async(self, n: int, concurrency: int) -> list[Interaction]:
         async with httpx.AsyncClient(base_url=self.base_url, timeout=1800) as client:

@@ -37,6 +37,12 @@ class GenerationRequest:
     # (-1: none). With max_new_tokens=0 this is how a teacher scores a given response.
     logprob_start_len: int = -1
     request_id: str | None = None
+    # Images for a vision-language model, as data URLs in prompt order. With images, `text` is the
+    # rendered prompt holding the model's image placeholder once per image (the engine expands
+    # each into the image's patch tokens; `input_ids` is that text's unexpanded tokenisation, for
+    # accounting). An engine that cannot take images must refuse such a request, never drop them.
+    image_data: tuple[str, ...] = ()
+    text: str | None = None
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,9 @@ _GENERATE_KEYS = {"text", "input_ids", "sampling_params", "rid", "return_logprob
                   "top_logprobs_num", "return_text_in_logprobs", "stream", "prompt",
                   # accepted and ignored
                   "lora_path", "custom_logit_processor", "bootstrap_host", "bootstrap_port", "bootstrap_room",
-                  "data_parallel_rank", "log_metrics", "return_hidden_states", "image_data", "modalities",
+                  "data_parallel_rank", "log_metrics", "return_hidden_states", "modalities",
+                  # refused unless empty (_refuse_media): the embedded engine's models read text only
+                  "image_data", "video_data", "audio_data",
                   "token_ids_logprob", "session_params", "priority", "routed_dp_rank", "return_routed_experts"}
 
 
@@ -70,10 +72,21 @@ def _per_item(value: Any, n: int, name: str, batched: bool) -> list[Any]:
     return [value] * n
 
 
+def _refuse_media(engine, body: dict[str, Any]) -> None:
+    """Images (or video, audio) sent to a text-only model are an error, never silently dropped:
+    the caller would get an answer to a prompt without the picture it asked about."""
+    for key in ("image_data", "video_data", "audio_data"):
+        value = body.get(key)
+        if value not in (None, [], "") and not (isinstance(value, list) and all(v in (None, []) for v in value)):
+            raise ProtocolError(f"'{key}' is not supported: the model this engine serves ({engine.model_path}) "
+                                "reads text only; send text, or serve a vision-language model on SGLang", key)
+
+
 def _build_requests(engine, body: dict[str, Any]) -> tuple[list[GenerationRequest], bool, list[dict[str, Any]]]:
     unknown = set(body) - _GENERATE_KEYS
     if unknown:
         raise ProtocolError(f"unknown fields: {sorted(unknown)}", sorted(unknown)[0])
+    _refuse_media(engine, body)
     text = body.get("text", body.get("prompt"))
     input_ids = body.get("input_ids")
     if (text is None) == (input_ids is None):

@@ -66,8 +66,11 @@ class SGLangEngine:
 
     def __init__(self, base_url: str, *, tokenizer, model_path: str, max_context_len: int,
                  weight_version: int = 0, process: subprocess.Popen | None = None, log_path: str | None = None,
-                 timeout: float = 600.0, served_model_name: str | None = None) -> None:
+                 timeout: float = 600.0, served_model_name: str | None = None, accepts_images: bool = False) -> None:
         self.base_url = base_url.rstrip("/")
+        # The server serves a model that takes images (SGLang's `has_image_understanding`): requests
+        # may carry `image_data` (openclaw.server.multimodal decides per request).
+        self.accepts_images = accepts_images
         self._tokenizer = tokenizer
         self._model_path = model_path
         self._max_context_len = max_context_len
@@ -111,7 +114,8 @@ class SGLangEngine:
             ctx = 4096
         version = _int_version(info.get("weight_version"))
         return cls(base, tokenizer=tokenizer, model_path=str(path), max_context_len=ctx, weight_version=version,
-                   timeout=timeout, served_model_name=served_model_name or info.get("served_model_name"))
+                   timeout=timeout, served_model_name=served_model_name or info.get("served_model_name"),
+                   accepts_images=info.get("has_image_understanding") is True)
 
     @classmethod
     def launch(cls, cfg: SGLangLaunchConfig, *, startup_timeout: float = 900.0,
@@ -198,6 +202,9 @@ class SGLangEngine:
             raise ValueError(f"prompt has {n} tokens; the model's context length is {self._max_context_len}")
         if request.params.max_new_tokens < 0:
             raise ValueError("max_new_tokens must be >= 0")
+        if request.image_data and not self.accepts_images:
+            raise ValueError(f"the model served at {self.base_url} does not take images "
+                             "(its /get_model_info reports no has_image_understanding)")
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[TokenEvent | GenerationResult]:
         """Stream via SSE; SGLang chunks carry cumulative (or, with incremental output,

@@ -89,8 +89,20 @@ def sampling_params_to_dict(p: SamplingParams) -> dict[str, Any]:
 
 
 def request_to_body(req: GenerationRequest, stream: bool = False) -> dict[str, Any]:
-    """A `/generate` body for one engine request (what the client sends)."""
-    body: dict[str, Any] = {"input_ids": list(req.input_ids), "sampling_params": sampling_params_to_dict(req.params),
+    """A `/generate` body for one engine request (what the client sends).
+
+    With images the prompt goes as `text` (with the model's image placeholders) plus `image_data`,
+    not as `input_ids`: SGLang's multimodal processor finds the placeholders in the text and
+    expands each into as many image tokens as that image's size needs (a count only it knows).
+    Current SGLang would decode `input_ids` back to text for that, older releases need the text,
+    and `text` is what SGLang's own OpenAI server sends for vision-language models."""
+    if req.image_data:
+        if not req.text:
+            raise ValueError("a request with image_data needs its rendered prompt text (GenerationRequest.text)")
+        prompt: dict[str, Any] = {"text": req.text, "image_data": list(req.image_data)}
+    else:
+        prompt = {"input_ids": list(req.input_ids)}
+    body: dict[str, Any] = {**prompt, "sampling_params": sampling_params_to_dict(req.params),
                             "return_logprob": req.return_logprob, "stream": stream}
     if req.return_logprob:
         body["logprob_start_len"] = req.logprob_start_len

@@ -10,34 +10,14 @@ Per-process RLIMIT_AS / RLIMIT_FSIZE and the per-uid RLIMIT_NPROC still apply un
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 
+from openclaw.proctree import process_tree
 from openclaw.sandbox.config import Limits
 from openclaw.sandbox.quota import tree_bytes
 from openclaw.sandbox.uids import pids_of_uid
 
 POLL_S = 0.05
-
-
-def _descendants(root: int) -> list[int]:
-    """`root` and every process below it (a pid namespace's orphans stay below its init)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, ()))
-    return out
 
 
 def _private_rss(pid: int) -> int:
@@ -64,7 +44,7 @@ class EpisodeWatchdog:
 
     def _episode_pids(self, root: int) -> list[int]:
         # By uid when each episode has its own (root), else the spawned tree.
-        return pids_of_uid(self.uid) if self.uid is not None else _descendants(root)
+        return pids_of_uid(self.uid) if self.uid is not None else process_tree(root)
 
     async def watch(self, root_pid: int) -> str:
         """Poll until a cap is crossed; returns the kill reason (cancelled when the command ends)."""

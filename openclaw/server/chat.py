@@ -26,7 +26,7 @@ from openclaw.engines.textcheck import lone_surrogate_path
 from openclaw.server.context_fit import fit_to_context
 from openclaw.server.errors import OpenAIError, validation_error
 from openclaw.server.hooks import CompletedTurn, RLControl
-from openclaw.server.multimodal import check_image_parts, takes_images
+from openclaw.server.multimodal import check_image_parts, messages_with_image_parts, takes_images, with_images
 from openclaw.server.prompting import (
     PromptTooLong,
     RenderedPrompt,
@@ -96,8 +96,10 @@ def parse_request(body: dict[str, Any]) -> ChatCompletionRequest:
 def plan_chat(state: ServerState, req: ChatCompletionRequest, control: RLControl) -> ChatPlan:
     cfg = state.config
     # Images: decoded for models that take them, a 400 for text-only ones (multimodal.py).
-    check_image_parts(req.messages, takes_images(state.engine), state.served_model_name)
+    images = check_image_parts(req.messages, takes_images(state.engine), state.served_model_name)
     messages = normalize_messages(req.messages)
+    # The template sees image parts (it renders the model's placeholders); the record keeps `messages`.
+    chat_messages = messages_with_image_parts(req.messages, messages) if images else messages
     try:
         tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
     except RecursionError:
@@ -105,7 +107,7 @@ def plan_chat(state: ServerState, req: ChatCompletionRequest, control: RLControl
     mode = tool_mode(req)
     ctx = state.engine.max_context_len
     try:
-        prompt = render_prompt(state.tokenizer, messages, tools, mode,
+        prompt = render_prompt(state.tokenizer, chat_messages, tools, mode,
                                allow_control_tokens=cfg.allow_control_tokens, token_budget=ctx - 1)
     except PromptTooLong as exc:
         raise OpenAIError(400, f"This model's maximum context length is {ctx} tokens. However, your messages "
@@ -117,7 +119,7 @@ def plan_chat(state: ServerState, req: ChatCompletionRequest, control: RLControl
     requested = req.requested_max_tokens()
     # Over the window: drop oldest history / tool schemas / system middle, or 400 (context_fit.py).
     fit = fit_to_context(lambda m, t: render_prompt(state.tokenizer, m, t, mode, allow_control_tokens=cfg.allow_control_tokens),
-                         messages, tools, mode, prompt, context_len=ctx, requested=requested,
+                         chat_messages, tools, mode, prompt, context_len=ctx, requested=requested,
                          default_max_tokens=cfg.default_max_tokens)
     prompt = fit.prompt
     n_prompt = len(prompt.input_ids)
@@ -145,6 +147,8 @@ def plan_chat(state: ServerState, req: ChatCompletionRequest, control: RLControl
     gen = GenerationRequest(input_ids=tuple(prompt.input_ids), params=params, return_logprob=want_lp,
                             top_logprobs_num=(req.top_logprobs or 0) if req.logprobs else 0,
                             request_id=completion_id)
+    if images:  # to the engine with the rendered text and the images (multimodal.py)
+        gen = with_images(gen, prompt, images, str(state.engine.model_path), trimmed=fit.report is not None)
     validate = getattr(state.engine, "validate", None)  # optional engine hook: reject before streaming starts
     if validate is not None:
         try:

@@ -95,7 +95,7 @@ async def assign_rewards(args: Any, samples: list[Sample]) -> None:
 def _keep(filter_fn, args: Any, group: list[Sample]) -> tuple[bool, str | None]:
     if filter_fn is None:
         return True, None
-    out = filter_fn(group)
+    out = filter_fn(group)  # the loaded filter is bound to args (slime.utils.plugins.adapt_filter)
     if isinstance(out, DynamicFilterOutput) or hasattr(out, "keep"):
         return bool(out.keep), getattr(out, "reason", None)
     return bool(out), None
