@@ -39,7 +39,7 @@ def test_persona_rule_requires_the_answer() -> None:
     assert not nonsense.accepted and nonsense.meets_preference and not nonsense.on_topic
     long = persona.judge("Light scatters. " + "More words here. " * 12, item, rng)
     assert not long.accepted and long.on_topic and not long.meets_preference
-    assert "too long" in long.feedback.lower()
+    assert any(w in long.feedback.lower() for w in ("too long", "a bit long", "shorter", "trim"))  # a length complaint
     assert probe_correct("The capital is Paris.", load_probe()[0]) and not probe_correct("Lyon", load_probe()[0])
 
 
