@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gui_env import ActionError, Observation, StepResult, parallel_envs_from_env, parse_action, shared_pool
-from gui_screenshots import check_screenshot_backend
+from gui_screenshots import BACKENDS, check_screenshot_backend
 from gui_tasks import TASKS_BY_NAME, task_url
 
 from openclaw.engines.sglang_client import SGLangClient
@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parallel-envs", type=int, default=None,
                         help="Browsers, reused across episodes [env PARALLEL_ENVS, default 4]")
     parser.add_argument("--screenshot-backend", default=os.environ.get("SCREENSHOT_BACKEND", "playwright"),
-                        choices=["playwright", "selenium"], help="[env SCREENSHOT_BACKEND]")
+                        choices=BACKENDS, help="[env SCREENSHOT_BACKEND]")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import argparse
 import os
 
 from openclaw.bridge.flags import add_buffer_arguments, add_method_argument, add_teacher_arguments
+from openclaw.bridge.source import check_live_args
 
 
 def _env_float(name: str, default: float) -> float:
@@ -24,3 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> 
     parser.add_argument("--openclaw-combine-w-rl", "--w-rl", dest="openclaw_combine_w_rl", type=float,
                         default=_env_float("OPENCLAW_COMBINE_W_RL", 1.0),
                         help="weight of the binary-RL advantage (judge score) (env OPENCLAW_COMBINE_W_RL)")
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Checked when the trainer's command line is parsed, so the launcher refuses it before it starts
+    a server: live groups that would give every advantage 0."""
+    check_live_args(args)

@@ -202,6 +202,12 @@ def test_flags_route_through_the_launcher_and_bad_values_are_errors(tmp_path: Pa
     for flag, value in (("--openclaw-rl-baseline", "median"), ("--openclaw-rl-baseline-decay", "1.5")):
         with pytest.raises(LaunchError, match=flag):
             build_plan("openclaw-rl", [flag, value], env, REPO)
+    # A rule across flags (the provider's check_args) also stops the launch, before any server starts:
+    # the preset's groups of 8 would be centred again by slime, undoing the running baseline.
+    with pytest.raises(LaunchError, match="running replaces slime's group baseline: pass --n-samples-per-prompt 1"):
+        build_plan("openclaw-rl", ["--openclaw-rl-baseline", "running"], env, REPO)
+    with pytest.raises(LaunchError, match="groups of one gives every advantage 0"):
+        build_plan("openclaw-combine", ["--n-samples-per-prompt", "1"], env, REPO)
 
 
 def test_demo_presets_pick_the_signal_per_method() -> None:

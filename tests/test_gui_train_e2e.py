@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from slime.utils.checkpoint import load_meta
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +30,7 @@ def test_gui_rl_trains(tmp_path, tiny_model_path):
     cmd = [
         sys.executable, "slime/train.py", "--hf-checkpoint", str(tiny_model_path), "--rollout-backend", "embedded",
         "--prompt-data", str(data), "--input-key", "input", "--label-key", "label", "--metadata-key", "metadata",
-        "--num-rollout", "2", "--rollout-batch-size", "2", "--n-samples-per-prompt", "2", "--global-batch-size", "4",
+        "--num-rollout", "2", "--rollout-batch-size", "2", "--n-samples-per-prompt", "2", "--global-batch-size", "2",
         "--rollout-max-response-len", "24", "--rollout-max-context-len", "1536", "--parallel-envs", "2",
         "--use-lora", "--lora-rank", "8", "--lora-alpha", "16", "--lora-target-modules", "q_proj", "k_proj",
         "v_proj", "o_proj", "--lr", "1e-3", "--entropy-coef", "0.01", "--max-steps", "2",
@@ -43,6 +44,8 @@ def test_gui_rl_trains(tmp_path, tiny_model_path):
     assert out.returncode == 0, out.stderr[-4000:]
     metrics = [json.loads(x) for x in (tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()]
     assert len(metrics) == 2 and (tmp_path / "ck" / "checkpoint-latest").exists()
+    # 4 samples per rollout in batches of 2: two optimizer steps per rollout, and the checkpoint says so
+    assert load_meta(tmp_path / "ck" / "checkpoint-latest").global_step == 4
     for m in metrics:
         assert m["policy/train_rollout_logprob_abs_diff"] < 1e-3
         assert m["gradient/norm"] > 0

@@ -16,6 +16,7 @@ from slime.utils.checkpoint import CheckpointMeta, begin_checkpoint, commit_chec
 
 import openclaw.bridge as M
 from openclaw.bridge.flags import DEFAULT_WAIT_TIMEOUT_S, add_buffer_arguments
+from openclaw.bridge.source import SKIP_REASONS
 from openclaw.buffer import BufferNotFoundError, TrajectoryBuffer, TurnRecord
 
 # (score, hint): one turn of each signal kind, twice.
@@ -213,3 +214,31 @@ def test_unreadable_engine_version_is_an_error_under_max_staleness() -> None:
         _VersionHandler.version = "default"
         server.shutdown()
         server.server_close()
+
+
+def test_skipped_turns_are_said_once_per_reason(tmp_path: Path) -> None:
+    """Every skipped turn is named in the output exactly once, grouped by reason: not one line per
+    turn (a live run skips the last turn of every session), and not only counted in a metric."""
+    ids = _fill(tmp_path / "buf", SIGNALS, no_next_state=2)
+    lines: list[str] = []
+    ds = M.BufferDataSource(_args(tmp_path / "buf", "rl", batch=2), progress=lines.append)
+    got = ds.take(10)
+    zero = [str(ids[i]) for i, (score, _) in enumerate(SIGNALS) if score == 0.0]
+    assert sorted(line for line in lines if line.startswith("skipped")) == [
+        f"skipped 2 turns (rl): no_next_state: {SKIP_REASONS['no_next_state']}: turns {ids[-2]}, {ids[-1]}",
+        f"skipped 4 turns (rl): zero_score: {SKIP_REASONS['zero_score']}: turns {', '.join(zero)}",
+    ]
+    assert got.skipped == {"zero_score": 4, "no_next_state": 2}
+
+
+def test_skipped_turns_are_not_repeated_while_waiting(tmp_path: Path) -> None:
+    ids = _fill(tmp_path / "buf", SIGNALS[:4])  # scores 1, -1, 0, 0: two turns binary RL skips
+    lines: list[str] = []
+    ds = M.BufferDataSource(_args(tmp_path / "buf", "rl", batch=5, timeout=0.3, min_batch=5), progress=lines.append)
+    with pytest.raises(TimeoutError):
+        ds.take(5)  # polls the buffer several times before giving up
+    assert [line for line in lines if line.startswith("skipped")] == [
+        f"skipped 2 turns (rl): zero_score: {SKIP_REASONS['zero_score']}: turns {ids[2]}, {ids[3]}"]
+    ds.cfg = M.DrainConfig(**{**ds.cfg.__dict__, "min_batch": 1})
+    assert len(ds.take(5).records) == 2
+    assert sum(line.startswith("skipped") for line in lines) == 1  # the retry names them no more

@@ -11,7 +11,10 @@ from slime.utils.arguments import ConfigError, parse_config
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "config" / "training_config.yaml"
-COMBINE = ["--extra-args-provider-path", str(REPO / "openclaw-combine" / "openclaw_combine_args.py")]
+# What the launcher passes beside the file on a GPU: the method's flags and its group of 16 live turns
+# (a group of one under GRPO would give every advantage 0; openclaw_combine_args.check_args refuses it).
+COMBINE = ["--extra-args-provider-path", str(REPO / "openclaw-combine" / "openclaw_combine_args.py"),
+           "--n-samples-per-prompt", "16"]
 NO_ENV: dict[str, str] = {}
 
 # The page's example, verbatim (openclaw-rl-training-skill-hermes.md, "config/training_config.yaml").
@@ -111,3 +114,12 @@ def test_unknown_keys_and_wrong_methods_name_the_key(tmp_path):
     assert "no method folder is loaded" in _error(tmp_path, "training:\n  method: binary\n", argv=[])
     assert "session_aware" in _error(tmp_path, "rollout:\n  session_aware: false\n")
     assert "divide" in _error(tmp_path, "training:\n  batch_size: 6\n  gradient_accumulation_steps: 4\n")
+
+
+def test_the_file_alone_gives_live_groups_of_one_and_is_refused_with_the_fix(tmp_path):
+    """The page's schema has no group size: alone, the file would train combine on groups of one turn,
+    where GRPO gives every advantage 0. Parsing refuses it at once, naming both fixes."""
+    with pytest.raises(ConfigError, match="groups of one gives every advantage 0.*--n-samples-per-prompt G"):
+        parse_config(["--config", str(SHIPPED), *COMBINE[:2]], env=NO_ENV)
+    cfg = parse_config(["--config", str(SHIPPED), *COMBINE[:2], "--disable-rewards-normalization"], env=NO_ENV)
+    assert cfg.data.n_samples_per_prompt == 1

@@ -42,6 +42,10 @@ class RayTrainGroup:
         metrics = ray.get([a.train.remote(rollout_id, ref, sample_weights) for a in self.actors])
         return metrics[0]  # reduced across ranks already: identical everywhere
 
+    def current_global_step(self) -> int:
+        """Optimizer steps taken so far (rank 0's; every rank steps together)."""
+        return int(ray.get(self.actors[0].current_global_step.remote()))
+
     def save_hf(self, folder: str | Path) -> None:
         ray.get([a.save_hf.remote(str(folder)) for a in self.actors])
 

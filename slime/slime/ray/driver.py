@@ -180,7 +180,7 @@ class Run:
         state = self.data_states.get(rollout_id, {})
         meta = CheckpointMeta(rollout_id=rollout_id, data_source=state.get("data_source", {}),
                               consumer_positions=state.get("consumer_positions", {}),
-                              weight_version=self.weights.version, global_step=0,
+                              weight_version=self.weights.version, global_step=self.train.current_global_step(),
                               base_model_path=self.cfg.rollout.hf_checkpoint, use_lora=self.cfg.lora.use_lora,
                               extra={"trained_sample_ranges": to_ranges(self.trained_indices)})
         final = commit_checkpoint(c.save, rollout_id, tmp, meta, keep_last=c.keep_last_n_checkpoints)

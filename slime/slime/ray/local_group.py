@@ -29,6 +29,9 @@ class LocalTrainGroup:
     def train(self, rollout_id: int, samples: list[Sample], sample_weights: list[float] | None = None) -> dict[str, float]:
         return self.rank0.train(rollout_id, samples, sample_weights)
 
+    def current_global_step(self) -> int:
+        return self.rank0.current_global_step()
+
     def save_hf(self, folder: str | Path) -> None:
         self.rank0.save_hf(str(folder))
 

@@ -68,6 +68,9 @@ class TrainRayActor:
     def compute_log_probs(self, tokens: list[list[int]], response_lengths: list[int], reference: bool = False) -> list[list[float]]:
         return self.actor.compute_log_probs(tokens, response_lengths, reference)
 
+    def current_global_step(self) -> int:
+        return int(self.actor.global_step)
+
     def save_hf(self, folder: str) -> None:
         self.actor.save_hf(folder)
 

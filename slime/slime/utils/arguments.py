@@ -875,11 +875,13 @@ def parse_config(
 
     providers = list(extra_args_providers)
     provider_path = pre.extra_args_provider_path or _yaml_lookup(yaml_values, "extra_args_provider_path")
+    provider_check = None
     if provider_path:
-        from slime.utils.plugins import PluginError, load_args_provider
+        from slime.utils.plugins import PluginError, args_provider_check, load_args_provider
 
         try:
             providers.append(load_args_provider(provider_path))
+            provider_check = args_provider_check(providers[-1])
         except PluginError as exc:
             raise ConfigError(f"--extra-args-provider-path: {exc}") from None
 
@@ -910,7 +912,13 @@ def parse_config(
     if flat.get("custom_config_path"):
         for key, value in load_yaml_config(flat["custom_config_path"]).items():
             extras.setdefault(key, value)
-    return _build_config(flat, extras)
+    config = _build_config(flat, extras)
+    if provider_check is not None:
+        try:
+            provider_check(config.to_namespace())
+        except ValueError as exc:
+            raise ConfigError(f"{provider_path}: {exc}") from None
+    return config
 
 
 _LORA_SETTINGS = ("lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules")

@@ -499,3 +499,13 @@ def load_args_provider(spec: str) -> Callable[[argparse.ArgumentParser], Any]:
     if not callable(fn) or not _accepts(fn, 1):
         raise PluginError(f"extra args provider {_describe(fn)} must be fn(parser)")
     return fn
+
+
+def args_provider_check(provider: Callable[..., Any]) -> Callable[[argparse.Namespace], Any] | None:
+    """The provider module's `check_args(args)`, if it has one: the method's own rules across flags
+    (raise ValueError), run when the command line is parsed, so a launcher that parses the trainer's
+    command line before starting anything stops on them too, not the trainer minutes later."""
+    check = getattr(inspect.getmodule(provider), "check_args", None)
+    if check is not None and not (callable(check) and _accepts(check, 1)):
+        raise PluginError(f"check_args of {_describe(provider)}'s module must be fn(args)")
+    return check

@@ -90,6 +90,9 @@ class TorchrunTrainGroup:
     def train(self, rollout_id: int, samples: list[Sample], sample_weights: list[float] | None = None) -> dict[str, float]:
         return self._all("train", rollout_id, samples, sample_weights)  # metrics are reduced across ranks
 
+    def current_global_step(self) -> int:
+        return self.rank0.current_global_step()  # local read: every rank steps together
+
     def save_hf(self, folder: str | Path) -> None:
         self._all("save_hf", str(folder))
 
