@@ -23,7 +23,7 @@ BACKENDS = ("playwright", "selenium")
 
 def check_screenshot_backend(name: str) -> None:
     if name not in BACKENDS:
-        raise ValueError(f"SCREENSHOT_BACKEND must be one of {', '.join(BACKENDS)}, got {name!r}")
+        raise ValueError(f"SCREENSHOT_BACKEND must be {' or '.join(BACKENDS)}, got {name!r}")
     if importlib.util.find_spec("playwright") is None:  # both backends read the tree through it
         raise RuntimeError(f"SCREENSHOT_BACKEND={name} needs pip install playwright==1.65.2 "
                            "(bash gui-rl/setup_gui.sh)")

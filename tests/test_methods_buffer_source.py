@@ -223,9 +223,10 @@ def test_skipped_turns_are_said_once_per_reason(tmp_path: Path) -> None:
     lines: list[str] = []
     ds = M.BufferDataSource(_args(tmp_path / "buf", "rl", batch=2), progress=lines.append)
     got = ds.take(10)
-    zero = [str(ids[i]) for i, (score, _) in enumerate(SIGNALS) if score == 0.0]
+    zero = [f"{ids[i]} of session 's{i}'" for i, (score, _) in enumerate(SIGNALS) if score == 0.0]
     assert sorted(line for line in lines if line.startswith("skipped")) == [
-        f"skipped 2 turns (rl): no_next_state: {SKIP_REASONS['no_next_state']}: turns {ids[-2]}, {ids[-1]}",
+        f"skipped 2 turns (rl): no_next_state: {SKIP_REASONS['no_next_state']}: "
+        f"turns {ids[-2]} of session 'end0', {ids[-1]} of session 'end1'",
         f"skipped 4 turns (rl): zero_score: {SKIP_REASONS['zero_score']}: turns {', '.join(zero)}",
     ]
     assert got.skipped == {"zero_score": 4, "no_next_state": 2}
@@ -238,7 +239,8 @@ def test_skipped_turns_are_not_repeated_while_waiting(tmp_path: Path) -> None:
     with pytest.raises(TimeoutError):
         ds.take(5)  # polls the buffer several times before giving up
     assert [line for line in lines if line.startswith("skipped")] == [
-        f"skipped 2 turns (rl): zero_score: {SKIP_REASONS['zero_score']}: turns {ids[2]}, {ids[3]}"]
+        f"skipped 2 turns (rl): zero_score: {SKIP_REASONS['zero_score']}: "
+        f"turns {ids[2]} of session 's2', {ids[3]} of session 's3'"]
     ds.cfg = M.DrainConfig(**{**ds.cfg.__dict__, "min_batch": 1})
     assert len(ds.take(5).records) == 2
     assert sum(line.startswith("skipped") for line in lines) == 1  # the retry names them no more

@@ -105,7 +105,7 @@ def _print_progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-MAX_IDS_SHOWN = 12  # turn ids listed per skipped-turns line
+MAX_IDS_SHOWN = 8  # turns named per skipped-turns line
 # Why a judged main turn is consumed without training, in words for the trainer's output.
 SKIP_REASONS = {
     "not_trainable": "stored non-trainable (a side turn, trainable: false, or redacted)",
@@ -245,7 +245,7 @@ class BufferDataSource:
             recs = self.buffer.fetch_judged(self.cfg.consumer_id, limit=len(self.pending) + len(seen) + n + 256,
                                             turn_type="main")
             retracting = frozenset(r["session_id"] for r in self.buffer.retractions(unfinished=True))
-            new_skips: dict[str, list[int]] = {}
+            new_skips: dict[str, list[tuple[int, str]]] = {}  # reason -> (turn id, session id)
             for rec in recs:
                 if len(out.records) >= n:
                     break  # surplus stays in the buffer
@@ -258,7 +258,7 @@ class BufferDataSource:
                     out.skipped_turns.append((int(rec.turn_id), rec.session_id, reason))
                     if int(rec.turn_id) not in self.reported_skips:
                         self.reported_skips.add(int(rec.turn_id))
-                        new_skips.setdefault(reason, []).append(int(rec.turn_id))
+                        new_skips.setdefault(reason, []).append((int(rec.turn_id), rec.session_id))
                 else:
                     out.records.append(rec)
                     out.kinds[turn_signal(rec, self.graded).kind] += 1
@@ -290,14 +290,16 @@ class BufferDataSource:
         self.handed_out += len(out.records) + sum(out.skipped.values())
         return out
 
-    def _report_skips(self, by_reason: dict[str, list[int]]) -> None:
+    def _report_skips(self, by_reason: dict[str, list[tuple[int, str]]]) -> None:
         """Say skipped turns in the output, not only count them in a metric: once each, one line per
         reason and poll with the count and the first ids (a live run skips the last turn of every
         session; a line per turn drowned the demo's progress)."""
-        for reason, ids in by_reason.items():
-            shown = ", ".join(map(str, ids[:MAX_IDS_SHOWN])) + (f", ... ({len(ids)} in all)" if len(ids) > MAX_IDS_SHOWN else "")
-            self.progress(f"skipped {len(ids)} turn{'s' if len(ids) > 1 else ''} ({self.method}): {reason}: "
-                          f"{SKIP_REASONS.get(reason, reason)}: turn{'s' if len(ids) > 1 else ''} {shown}")
+        for reason, turns in by_reason.items():
+            s = "s" if len(turns) > 1 else ""
+            shown = ", ".join(f"{tid} of session {sid!r}" for tid, sid in turns[:MAX_IDS_SHOWN])
+            more = f", ... ({len(turns)} in all)" if len(turns) > MAX_IDS_SHOWN else ""
+            self.progress(f"skipped {len(turns)} turn{s} ({self.method}): {reason}: "
+                          f"{SKIP_REASONS.get(reason, reason)}: turn{s} {shown}{more}")
 
     def close(self) -> None:
         self.buffer.close()
