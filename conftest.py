@@ -42,6 +42,24 @@ def tiny_model_path_alt() -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_adapter(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A LoRA checkpoint of the tiny model (adapter + tokenizer, as the trainer saves one) with
+    non-zero random weights, so it differs from its base (KL > 0, a real weight swap)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
+    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
+                                                  init_lora_weights=False))
+    out = tmp_path_factory.mktemp("ckpt") / "checkpoint-1"
+    peft_model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(tiny_model_path).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
 def tiny_llama_path() -> Path:
     from openclaw.models import build_tiny_model
 

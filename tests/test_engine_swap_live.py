@@ -6,28 +6,11 @@ does not pause generation, and the engine's own pause per swap is measured."""
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import httpx
-import pytest
 from slime.utils.weight_sync import push_to_engines
 
 from openclaw.server import EngineConfig, ServerConfig, create_app, serve_in_background
-
-
-@pytest.fixture(scope="module")
-def tiny_adapter(tiny_model_path, tmp_path_factory) -> Path:
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
-    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
-                                                  init_lora_weights=False))
-    out = tmp_path_factory.mktemp("adapter") / "lora"
-    peft_model.save_pretrained(out)
-    return out
 
 
 class ChatLoad:

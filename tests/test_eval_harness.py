@@ -137,23 +137,6 @@ def test_gsm8k_scoring_on_known_answers() -> None:
 
 # ---- end to end --------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def tiny_adapter(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A LoRA checkpoint of the tiny model with non-zero random weights (so KL to its base is > 0)."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
-    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
-                                                  init_lora_weights=False))
-    out = tmp_path_factory.mktemp("ckpt") / "checkpoint-1"
-    peft_model.save_pretrained(out)
-    AutoTokenizer.from_pretrained(tiny_model_path).save_pretrained(out)
-    return out
-
-
 def test_chat_replies_equal_the_main_jobs_generate_replies(tiny_model_path: Path) -> None:
     """The harness asks through the chat API, the main job's evaluation through /generate: the same
     greedy replies, so the harness's numbers and the main job's are comparable."""
