@@ -4,6 +4,7 @@ once per persona x method (x seed) and writes bench/results/methods_learning.md.
     python bench/methods_learning.py                 # the 6-persona suite x combine, rl, opd (+ rl-length)
     python bench/methods_learning.py --personas brief lowercase --methods combine --seeds 0 1 2
     python bench/methods_learning.py --collect demo_out/bench/*/results.json   # only rebuild the report
+    python bench/methods_learning.py --personas brief --interactions 320       # other flags go to every demo run
 
 A user is one persona, so every persona is its own run (own server, judge, trainer, adapter) on
 the embedded SmolLM2-135M. The default persona runs once per `--seeds` value, the others once
@@ -48,11 +49,11 @@ TARGET = 25.0  # acceptance points combine must gain (issue 19)
 RL_TARGET = 10.0  # ... and binary RL alone
 
 
-def run_one(persona: str, method: str, seed: int, minutes: float, interactions: int, out: Path,
-            extra: list[str]) -> Path:
+def run_one(persona: str, method: str, seed: int, out: Path, extra: list[str]) -> Path:
+    """One demo run; `extra` (e.g. --interactions, --minutes) goes to the demo, whose defaults apply otherwise."""
     before = set(out.glob("*/results.json"))
     cmd = [sys.executable, "-m", "openclaw.demo", "--persona", persona, *RUNS[method], "--seed", str(seed),
-           "--minutes", str(minutes), "--interactions", str(interactions), "--out", str(out), *extra]
+           "--out", str(out), *extra]
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, cwd=REPO, check=True)
     new = sorted(set(out.glob("*/results.json")) - before)
@@ -241,8 +242,6 @@ def main(argv: list[str] | None = None) -> int:
                    help="rl-length runs for the default persona only")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2],
                    help="seeds of the default persona's runs; the other personas run with the first")
-    p.add_argument("--minutes", type=float, default=14.0)
-    p.add_argument("--interactions", type=int, default=320)
     p.add_argument("--out", default=str(REPO / "demo_out" / "bench"))
     p.add_argument("--report", default=str(REPO / "bench" / "results" / "methods_learning.md"))
     p.add_argument("--collect", nargs="*", default=None, help="results.json files to report instead of running")
@@ -255,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        paths = [run_one(persona, method, seed, args.minutes, args.interactions, out, extra)
+        paths = [run_one(persona, method, seed, out, extra)
                  for persona, method, seed in plan(args.personas, args.methods, args.seeds)]
         command = "python bench/methods_learning.py " + " ".join(argv if argv is not None else sys.argv[1:])
     results = [load_result(path) for path in paths]

@@ -111,7 +111,16 @@ def parse_action(text: str) -> Action:
     arity = {"click": 1, "fill": 2, "press": 2, "scroll": 2, "select_option": 2, "done": 0}[m.group(1)]
     if len(args) != arity:
         raise ActionError(f"{m.group(1)} takes {arity} argument(s), got {len(args)}")
-    return Action(m.group(1), tuple(args))
+    action = Action(m.group(1), tuple(args))
+    check_scroll(action)
+    return action
+
+
+def check_scroll(action: Action) -> None:
+    """scroll takes pixel offsets. A sampled `scroll("e5", 0)` is the policy's mistake (an
+    ActionError it is shown), not a ValueError that ends the training job (it did, once)."""
+    if action.name == "scroll" and not all(isinstance(a, int | float) and not isinstance(a, bool) for a in action.args):
+        raise ActionError(f"scroll takes two numbers (pixels right, pixels down), got {action.render()}")
 
 
 _CONTAINER = re.compile(r"^\s*- generic( \[active\])? \[ref=e\d+\]:$")
@@ -195,6 +204,7 @@ class GuiEnv:
         elif name == "press":
             await el(args[0]).press(str(args[1]), timeout=timeout)
         elif name == "scroll":
+            check_scroll(action)  # an Action built in code, not parsed, reaches here unchecked
             await self.page.mouse.wheel(float(args[0]), float(args[1]))
         elif name == "select_option":
             await el(args[0]).select_option(str(args[1]), timeout=timeout)

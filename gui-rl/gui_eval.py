@@ -27,6 +27,8 @@ from gui_policies import RandomPolicy, ScriptedPolicy
 from gui_screenshots import make_pool
 from gui_tasks import HELDOUT_SEEDS, all_task_names, resolve_task_names
 
+from openclaw.evaluation.progress import Progress
+
 
 class Policy(Protocol):
     def reset(self, obs: Observation) -> None: ...
@@ -42,25 +44,27 @@ class EpisodeResult:
     steps: int
     actions: list[str]
     errors: int
+    error_messages: list[str]  # what went wrong, per failed action (a wrong id, a timeout, ...)
 
 
 def run_episode(env: SyncEnv, policy: Policy, task: str, seed: int, max_steps: int) -> EpisodeResult:
     obs = env.reset(task, seed)
     policy.reset(obs)
-    actions, errors, raw, success = [], 0, 0.0, False
+    actions, messages, raw, success = [], [], 0.0, False
     for _ in range(max_steps):
         try:
             action = policy.act(obs)
-        except ActionError:
-            errors += 1
+        except ActionError as exc:
+            messages.append(f"unparseable reply: {exc}")
             action = Action("done")
         result = env.step(action)
         actions.append(action.render())
-        errors += result.error is not None
+        if result.error is not None:
+            messages.append(f"{action.render()}: {result.error}")
         obs, raw, success = result.observation, result.raw_reward, result.reward > 0
         if result.done:
             break
-    return EpisodeResult(task, seed, success, raw, len(actions), actions, errors)
+    return EpisodeResult(task, seed, success, raw, len(actions), actions, len(messages), messages)
 
 
 def make_policy(args: argparse.Namespace, index: int) -> Policy:
@@ -82,6 +86,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     pool = make_pool(args.parallel_envs, os.environ.get("SCREENSHOT_BACKEND", "playwright"))
+    finished: dict[str, list[bool]] = {t: [] for t in tasks}
 
     def work(i: int) -> EpisodeResult:
         task, seed = jobs[i]
@@ -91,11 +96,15 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                 stem = f"{task}-seed{seed}-{'ok' if result.success else 'fail'}"
                 (out / f"{stem}-first.png").write_bytes(env.screenshots[0])
                 (out / f"{stem}-last.png").write_bytes(env.screenshots[-1])
+        finished[task].append(result.success)  # list.append is atomic under the GIL
+        if len(finished[task]) == len(seeds):
+            progress.note(f"{task}: {sum(finished[task])}/{len(seeds)} succeeded")
+        progress.step(phase="episodes done")
         return result
 
     t0 = time.perf_counter()
     try:
-        with ThreadPoolExecutor(args.parallel_envs) as ex:
+        with Progress(f"gui-eval/{args.policy}", len(jobs)) as progress, ThreadPoolExecutor(args.parallel_envs) as ex:
             results = list(ex.map(work, range(len(jobs))))
     finally:
         pool.close()

@@ -217,8 +217,8 @@ def test_demo_presets_pick_the_signal_per_method() -> None:
     rl = parse_args(["--method", "rl"])
     assert (rl.baseline, rl.rl_score) == ("batch", "graded")
     assert parse_args(["--method", "rl", "--baseline", "running"]).baseline == "running"
-    length = parse_args(["--method", "rl", "--reward", "length"])  # the reward-hacking check stays as measured
-    assert (length.baseline, length.rl_score) == ("batch", "sign")
+    length = parse_args(["--method", "rl", "--reward", "length"])  # the reward-hacking check: free to game it
+    assert (length.baseline, length.rl_score) == ("zero", "sign")
     assert (parse_args([]).baseline, parse_args([]).rl_score) == ("batch", "sign")  # combine unchanged
     flags = method_flags("rl", model_path="m", engine_addr="127.0.0.1:1", buffer_dir="/b", batch_size=8, lr=2e-4,
                          lora_rank=4, wait_timeout=None, baseline="running", rl_score="graded")

@@ -41,3 +41,16 @@ def test_demo_rejects_bad_arguments() -> None:
     out = subprocess.run([sys.executable, "-m", "openclaw.demo", "--reward", "length", "--method", "opd"], cwd=REPO,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "--reward length" in out.stderr
+
+
+def test_length_check_preset_leaves_the_policy_free_to_game_its_reward() -> None:
+    """Under a batch-mean baseline the +/-1 length reward is -1 on nearly every reply, so every
+    advantage is 0 and nothing is learned (measured): the check's preset is baseline 0, no KL."""
+    from openclaw.demo.__main__ import parse_args
+
+    check = parse_args(["--method", "rl", "--reward", "length"])
+    assert (check.baseline, check.rl_score, check.kl_coef, check.lr) == ("zero", "sign", 0.0, 3e-4)
+    judged = parse_args(["--method", "rl"])
+    assert (judged.baseline, judged.rl_score, judged.kl_coef, judged.lr) == ("batch", "graded", 0.5, 2e-4)
+    given = parse_args(["--method", "rl", "--reward", "length", "--kl-coef", "0.2", "--baseline", "batch", "--lr", "1e-4"])
+    assert (given.baseline, given.kl_coef, given.lr) == ("batch", 0.2, 1e-4)  # a flag on the command line wins

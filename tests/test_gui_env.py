@@ -46,7 +46,7 @@ def test_parse_action():
     assert parse_action("scroll(0, 200)") == Action("scroll", (0, 200))
     assert parse_action('select_option("e5", "Red")').args == ("e5", "Red")
     assert parse_action("done()") == Action("done")
-    for bad in ("hello", 'click("e1", "x")', "fill(e3, )"):
+    for bad in ("hello", 'click("e1", "x")', "fill(e3, )", 'scroll("e5", 0)', "scroll(True, 1)"):
         with pytest.raises(ActionError):
             parse_action(bad)
 
@@ -85,6 +85,8 @@ def test_type_select_and_errors_are_observations(pool):
         choice = obs.goal.removeprefix("Select ").split(" from")[0]
         assert env.step(Action("select_option", (combo.ref, choice))).error is None
         assert env.step(Action("scroll", (0, 100))).error is None
+        # a sampled scroll("e5", 0) once ended a training job with a ValueError: now the policy's error
+        assert "scroll takes two numbers" in env.step(Action("scroll", ("e5", 0))).error
 
 
 def test_scripted_beats_95_percent_on_one_step_tasks_random_does_not(pool):

@@ -4,7 +4,9 @@ and what run_gui_agent.sh says for a vision-language model without a GPU or a mi
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -65,3 +67,18 @@ def test_selenium_backend_says_what_to_install():
     out = subprocess.run(["bash", str(AGENT), "--model", "smollm2"], cwd=ROOT,
                          env=clean_env(SCREENSHOT_BACKEND="selenium"), capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "pip install selenium" in out.stderr
+
+
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="chromium not installed")
+def test_eval_shows_progress_and_each_tasks_result(tmp_path):
+    """An evaluation on CPU can take minutes: it says how far it is and each task's result as it finishes."""
+    out = subprocess.run(["python", str(ROOT / "gui-rl" / "gui_eval.py"), "--tasks", "click-button", "focus-text",
+                          "--policy", "scripted", "--episodes", "2", "--parallel-envs", "2", "--max-steps", "2",
+                          "--out", str(tmp_path)], cwd=ROOT, env=clean_env(), capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "[gui-eval/scripted] 0/4 started" in out.stderr and "[gui-eval/scripted] 4/4 episodes done" in out.stderr
+    for task in ("click-button", "focus-text"):  # success itself is test_gui_env's to check
+        assert re.search(rf"^\[gui-eval/scripted\] {task}: [0-2]/2 succeeded$", out.stderr, re.M), out.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert all(len(e["error_messages"]) == e["errors"] for e in report["episodes"])

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from openclaw.demo.personas import DEFAULT_PERSONA, PersonaError, load_persona, persona_names
-from openclaw.demo.presets import BASELINES, METHODS, RL_SCORES, demo_signal
+from openclaw.demo.presets import BASELINES, METHODS, RL_SCORES, demo_preset
 
 LENGTH_REWARD = "openclaw/demo/length_reward.py:length_only_reward"
 
@@ -39,23 +39,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"a shipped persona ({', '.join(persona_names())}) or the path of a persona JSON file "
                         "(format: openclaw/demo/README.md)")
     p.add_argument("--method", choices=METHODS, default="combine")
-    p.add_argument("--interactions", type=int, default=320, help="simulated-user sessions (each one trainable turn)")
+    p.add_argument("--interactions", type=int, default=640,
+                   help="simulated-user sessions (each one trainable turn); --minutes ends the phase first on 2 "
+                        "cores (~550 in 14 min; measured against 320: bench/RESULTS.md, '640 interactions')")
     p.add_argument("--minutes", type=float, default=14.0, help="time budget of the interaction/training phase")
     p.add_argument("--reward", choices=("judge", "length"), default="judge",
                    help="length: binary RL on a length-only reward (the reward-hacking check)")
     p.add_argument("--evals", type=int, default=3, help="evaluation points after the base model's")
     p.add_argument("--batch-size", type=int, default=8, help="trainable turns per training step")
-    p.add_argument("--lr", type=float, default=None, help="default 2e-4 (3e-4 with --reward length)")
+    p.add_argument("--lr", type=float, default=None, help="default: the preset's (openclaw/demo/presets.py:demo_preset)")
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--baseline", choices=BASELINES, default=None,
                    help="scalar-reward baseline: the mean score of each training batch (one GRPO group), 0, or "
                         "(binary RL) a running mean carried across steps; default: batch "
-                        "(openclaw/demo/presets.py:demo_signal)")
+                        "(openclaw/demo/presets.py:demo_preset; 0 with --reward length)")
     p.add_argument("--rl-score", choices=RL_SCORES, default=None,
                    help="binary RL's reward: the judge's sign or its graded score in [-1, 1]; default: graded for "
                         "--method rl on the judge (openclaw-rl/README.md, 'Reward signal')")
-    p.add_argument("--kl-coef", type=float, default=0.5,
-                   help="KL(policy || base) loss weight (low-variance estimator; the base = adapters off)")
+    p.add_argument("--kl-coef", type=float, default=None,
+                   help="KL(policy || base) loss weight (low-variance estimator; the base = adapters off); "
+                        "default 0.5, 0 with --reward length (openclaw/demo/presets.py:demo_preset)")
     p.add_argument("--w-opd", type=float, default=0.5,
                    help="combine: OPD weight (the method's own default is 1.0; measured here, 1.0 drifted off topic "
                         "and 0.5 passed: bench/results/methods_learning.md)")
@@ -80,8 +83,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--interactions, --minutes, --evals and --batch-size must be positive")
     if args.reward == "length" and args.method != "rl":
         p.error("--reward length is the binary-RL reward-hacking check: use it with --method rl")
-    baseline, rl_score = demo_signal(args.method, args.reward)
-    args.baseline, args.rl_score = args.baseline or baseline, args.rl_score or rl_score
+    preset = demo_preset(args.method, args.reward)
+    args.baseline, args.rl_score = args.baseline or preset.baseline, args.rl_score or preset.rl_score
+    args.kl_coef = preset.kl_coef if args.kl_coef is None else args.kl_coef
+    args.lr = preset.lr if args.lr is None else args.lr
     if args.method != "rl" and (args.baseline == "running" or args.rl_score != "sign"):
         p.error("--baseline running and --rl-score graded are binary RL's options: use them with --method rl")
     return args
@@ -128,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     say = Progress()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    lr = args.lr if args.lr is not None else (3e-4 if args.reward == "length" else 2e-4)
+    lr = args.lr
     model_path = str(resolve_model_path(args.model_path))
     persona = args.persona_obj
     out = Path(args.out).resolve() / (f"{persona.name}-{args.method}{'-length' if args.reward == 'length' else ''}"

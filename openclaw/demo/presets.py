@@ -7,6 +7,8 @@ drain is library code (`openclaw.bridge.BufferDataSource`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from openclaw.bridge.flags import RL_SCORES
 
 METHODS = ("combine", "rl", "opd")
@@ -32,15 +34,32 @@ _METHOD_FLAGS: dict[str, list[str]] = {
 }
 
 
-def demo_signal(method: str, reward: str = "judge") -> tuple[str, str]:
-    """The demo's (baseline, binary-RL score) when the command line names none. Binary RL on the
-    judge: the graded score with the batch-mean baseline (measured against the running baseline:
-    the same outcome, and the running one's lag made the mean advantage negative, the push-down
-    that baseline 0 showed; openclaw-rl/README.md, "Reward signal"); everything else, and the
-    length-only reward check, as before: batch mean, sign."""
-    if method == "rl" and reward == "judge":
-        return "batch", "graded"
-    return "batch", "sign"
+@dataclass(frozen=True)
+class DemoPreset:
+    """The demo's training defaults for one (method, reward); a flag given on the command line wins."""
+
+    baseline: str
+    rl_score: str
+    kl_coef: float
+    lr: float
+
+
+def demo_preset(method: str, reward: str = "judge") -> DemoPreset:
+    """Binary RL on the judge: the graded score with the batch-mean baseline (measured against the
+    running baseline: the same outcome, and the running one's lag made the mean advantage
+    negative, the push-down that baseline 0 showed; openclaw-rl/README.md, "Reward signal").
+    The other methods: batch mean, sign, KL 0.5 to the base.
+
+    The length-only reward check (`--reward length`) exists to show that the verdict catches a
+    policy that games its reward, so its preset leaves the policy free to game it: baseline 0 and
+    no KL term. Under a batch-mean baseline the +/-1 length reward gives nothing to learn from
+    (nearly every reply is over 25 words, so every advantage is 0: measured, bench/RESULTS.md).
+    """
+    if reward == "length":
+        return DemoPreset(baseline="zero", rl_score="sign", kl_coef=0.0, lr=3e-4)
+    if method == "rl":
+        return DemoPreset(baseline="batch", rl_score="graded", kl_coef=0.5, lr=2e-4)
+    return DemoPreset(baseline="batch", rl_score="sign", kl_coef=0.5, lr=2e-4)
 
 
 def baseline_flags(method: str, batch_size: int, baseline: str) -> list[str]:
