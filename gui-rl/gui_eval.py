@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -87,6 +88,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     pool = make_pool(args.parallel_envs, os.environ.get("SCREENSHOT_BACKEND", "playwright"))
     finished: dict[str, list[bool]] = {t: [] for t in tasks}
+    finished_lock = threading.Lock()  # so a task's last two episodes cannot both report it done
 
     def work(i: int) -> EpisodeResult:
         task, seed = jobs[i]
@@ -96,8 +98,10 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                 stem = f"{task}-seed{seed}-{'ok' if result.success else 'fail'}"
                 (out / f"{stem}-first.png").write_bytes(env.screenshots[0])
                 (out / f"{stem}-last.png").write_bytes(env.screenshots[-1])
-        finished[task].append(result.success)  # list.append is atomic under the GIL
-        if len(finished[task]) == len(seeds):
+        with finished_lock:
+            finished[task].append(result.success)
+            task_done = len(finished[task]) == len(seeds)
+        if task_done:
             progress.note(f"{task}: {sum(finished[task])}/{len(seeds)} succeeded")
         progress.step(phase="episodes done")
         return result

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,7 @@ def test_selenium_backend_says_what_to_install():
 @pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="chromium not installed")
 def test_eval_shows_progress_and_each_tasks_result(tmp_path):
     """An evaluation on CPU can take minutes: it says how far it is and each task's result as it finishes."""
-    out = subprocess.run(["python", str(ROOT / "gui-rl" / "gui_eval.py"), "--tasks", "click-button", "focus-text",
+    out = subprocess.run([sys.executable, str(ROOT / "gui-rl" / "gui_eval.py"), "--tasks", "click-button", "focus-text",
                           "--policy", "scripted", "--episodes", "2", "--parallel-envs", "2", "--max-steps", "2",
                           "--out", str(tmp_path)], cwd=ROOT, env=clean_env(), capture_output=True, text=True,
                          timeout=300)

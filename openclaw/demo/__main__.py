@@ -133,7 +133,6 @@ def run(args: argparse.Namespace) -> int:
     say = Progress()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    lr = args.lr
     model_path = str(resolve_model_path(args.model_path))
     persona = args.persona_obj
     out = Path(args.out).resolve() / (f"{persona.name}-{args.method}{'-length' if args.reward == 'length' else ''}"
@@ -142,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     print("=" * 78)
     print(f"OpenClaw-RL demo: method {args.method} (reward: {args.reward}), persona '{persona.name}': {persona.preference}")
-    print(f"model {model_path} | CPU threads {torch.get_num_threads()} | LoRA r{args.lora_rank} lr {lr:g}"
+    print(f"model {model_path} | CPU threads {torch.get_num_threads()} | LoRA r{args.lora_rank} lr {args.lr:g}"
           + (f" | KL coef {args.kl_coef:g}" if args.kl_coef else ""))
     print(f"{args.interactions} interactions within {args.minutes:g} min, {args.evals} evaluation points | output {out}")
     print("=" * 78, flush=True)
@@ -165,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
             extra += [f for flag, v in (("--openclaw-combine-w-opd", args.w_opd), ("--openclaw-combine-w-rl", args.w_rl))
                       if v is not None for f in (flag, str(v))]
         flags = method_flags(args.method, model_path=model_path, engine_addr=url.split("//", 1)[1],
-                             buffer_dir=str(buffer_dir), batch_size=args.batch_size, lr=lr, lora_rank=args.lora_rank,
+                             buffer_dir=str(buffer_dir), batch_size=args.batch_size, lr=args.lr, lora_rank=args.lora_rank,
                              wait_timeout=3.0, extra=extra + ["--log-dir", str(out / "logs")], baseline=args.baseline,
                              rl_score=args.rl_score)
         (out / "trainer_flags.txt").write_text(" ".join(flags) + "\n")
@@ -253,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
         "command": "python -m openclaw.demo " + " ".join(sys.argv[1:]), "persona": persona.to_dict(),
         "seed": args.seed, "method": args.method, "reward": args.reward, "interactions": done, "train_steps": len(steps),
         "trained_samples": trainer.state.trained_samples, "weight_version": trainer.weight_version,
-        "live_acceptance": 100 * accepted_live / max(1, done), "lr": lr, "lora_rank": args.lora_rank, "kl_coef": args.kl_coef, "baseline": args.baseline, "rl_score": args.rl_score,
+        "live_acceptance": 100 * accepted_live / max(1, done), "lr": args.lr, "lora_rank": args.lora_rank, "kl_coef": args.kl_coef, "baseline": args.baseline, "rl_score": args.rl_score,
         # the loss weights the trainer actually used (combine only; None for the other methods)
         "w_opd": getattr(trainer.args, "openclaw_combine_w_opd", None), "w_rl": getattr(trainer.args, "openclaw_combine_w_rl", None),
         "minutes": (time.monotonic() - say.t0) / 60, "verdict": result.status, "reason": result.reason,
