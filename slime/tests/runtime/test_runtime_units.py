@@ -31,6 +31,41 @@ def test_dynamic_partition_respects_padded_budget():
     assert [7] in groups
 
 
+def test_dynamic_partition_keeps_a_prompt_group_together():
+    # two GRPO groups of 4, interleaved and with overlapping lengths: sorting by length alone
+    # would mix them; each fits the budget (4 x 30 = 120), both together do not
+    lengths = [30, 12, 29, 11, 28, 10, 27, 9]
+    keys = ["a", "b", "b", "a", "a", "b", "b", "a"]
+    groups = partition_dynamic(lengths, max_tokens=128, keys=keys)
+    assert sorted(map(sorted, groups)) == [[0, 3, 4, 7], [1, 2, 5, 6]]
+    # without keys the four longest rows (two of each prompt) share a micro-batch
+    assert sorted(map(sorted, partition_dynamic(lengths, max_tokens=128))) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+
+
+def test_dynamic_partition_splits_a_group_larger_than_the_budget_into_its_own_micro_batches():
+    lengths = [40, 39, 38, 37, 5, 6]
+    groups = partition_dynamic(lengths, max_tokens=100, keys=["a", "a", "a", "a", "b", "c"])
+    assert sorted(map(sorted, groups)) == [[0, 1], [2, 3], [4, 5]]  # "a" in two, the unique prompts packed
+
+
+def test_dynamic_partition_does_not_mix_groups_that_would_fit_together():
+    lengths = [10, 11, 12, 13]
+    assert sorted(map(sorted, partition_dynamic(lengths, max_tokens=1000, keys=["a", "b", "a", "b"]))) == [[0, 2], [1, 3]]
+    assert partition_dynamic(lengths, max_tokens=1000) == [[3, 2, 1, 0]]
+
+
+def test_dynamic_micro_batches_share_each_groups_prompt():
+    prompt_a, prompt_b = [1, 2, 3, 4, 5, 6], [1, 2, 3, 7, 8]
+    tokens, resp = [], []
+    for n in range(4):  # interleaved rows of two prompts, responses of 1-4 tokens
+        for prompt in (prompt_a, prompt_b):
+            tokens.append(prompt + [20 + k for k in range(n + 1)])
+            resp.append(n + 1)
+    mbs = make_micro_batches(tokens, resp, pad_id=0, dynamic=True, max_tokens=40, micro_batch_size=1)
+    assert sorted(sorted(mb.indices) for mb in mbs) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert sorted(mb.shared_prompt_length() for mb in mbs) == [5, 6]
+
+
 def test_micro_batches_pad_right_and_track_prompt_lengths():
     tokens = [[1, 2, 3, 4], [5, 6], [7, 8, 9]]
     mbs = make_micro_batches(tokens, [2, 1, 1], pad_id=0, dynamic=False, max_tokens=0, micro_batch_size=2)

@@ -3,6 +3,10 @@
 With `--use-dynamic-batch-size` samples are grouped so that the *padded* size of each
 micro-batch (rows x longest row) stays within `--max-tokens-per-gpu`; samples are sorted by
 length first so that rows in a micro-batch have similar lengths and little padding is wasted.
+Rows with the same prompt (a GRPO group) get micro-batches of their own (one, when the group fits
+the budget), so that the shared-prompt forward runs the prompt once per micro-batch instead of
+once per row (on CPU the prompt is most of a step's FLOPs: 8 rows of a ~380-token prompt and a
+~10-token action cost ~3,100 tokens padded, ~460 shared).
 Without it, fixed `--micro-batch-size` rows per micro-batch (in the given order).
 """
 
@@ -38,10 +42,10 @@ class MicroBatch:
         return p if bool((head == head[:1]).all()) else 0
 
 
-def partition_dynamic(lengths: list[int], max_tokens: int) -> list[list[int]]:
-    """Group indices so that len(group) * max(length in group) <= max_tokens (a single sample
-    longer than the budget gets its own group)."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
+def _pack_by_length(indices: list[int], lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """Longest first, greedily, so that len(group) * max(length in group) <= max_tokens (a single
+    sample longer than the budget gets its own group)."""
+    order = sorted(indices, key=lambda i: lengths[i], reverse=True)
     groups: list[list[int]] = []
     current: list[int] = []
     longest = 0
@@ -55,6 +59,21 @@ def partition_dynamic(lengths: list[int], max_tokens: int) -> list[list[int]]:
     if current:
         groups.append(current)
     return groups
+
+
+def partition_dynamic(lengths: list[int], max_tokens: int, keys: list[object] | None = None) -> list[list[int]]:
+    """Group indices so that len(group) * max(length in group) <= max_tokens. Rows with equal
+    `keys` (one prompt: a GRPO group) get micro-batches of their own, as few as the budget allows,
+    so that each runs its prompt once; rows whose key is unique are packed together by length."""
+    by_key: dict[object, list[int]] = {}
+    for i in range(len(lengths)):
+        by_key.setdefault(i if keys is None else keys[i], []).append(i)
+    groups: list[list[int]] = []
+    for rows in by_key.values():
+        if len(rows) > 1:
+            groups += _pack_by_length(rows, lengths, max_tokens)
+    singles = [rows[0] for rows in by_key.values() if len(rows) == 1]
+    return groups + _pack_by_length(singles, lengths, max_tokens)
 
 
 def partition_fixed(n: int, micro_batch_size: int) -> list[list[int]]:
@@ -80,5 +99,9 @@ def pad_micro_batch(indices: list[int], tokens: list[list[int]], response_length
 def make_micro_batches(tokens: list[list[int]], response_lengths: list[int], pad_id: int, *,
                        dynamic: bool, max_tokens: int, micro_batch_size: int) -> list[MicroBatch]:
     lengths = [len(t) for t in tokens]
-    groups = partition_dynamic(lengths, max_tokens) if dynamic else partition_fixed(len(tokens), micro_batch_size)
+    if dynamic:
+        prompts = [tuple(t[: len(t) - r]) for t, r in zip(tokens, response_lengths, strict=True)]
+        groups = partition_dynamic(lengths, max_tokens, keys=prompts)
+    else:
+        groups = partition_fixed(len(tokens), micro_batch_size)
     return [pad_micro_batch(g, tokens, response_lengths, pad_id) for g in groups]

@@ -1,0 +1,125 @@
+"""A GUI-RL-shaped GRPO step on SmolLM2-135M (embedded), CPU, fp32: micro-batches that keep each
+prompt's group together (so the shared-prompt forward runs each prompt once) vs micro-batches
+formed by length alone (what `--use-dynamic-batch-size` did before: GRPO groups of different
+prompts mixed, so no micro-batch had one prompt and every row ran its whole prompt).
+
+The batch is what gui-rl trains on: 4 prompts x 8 samples, each prompt ~380-400 tokens (a
+280-token opening shared by all, then the page), responses of 6-14 tokens (so sorting by length
+mixes the groups); `--max-tokens-per-gpu 4096`, LoRA r8 on attention, KL to the base (the
+reference log-prob pass), `--use-rollout-logprobs`. Timed: `train_rollout` (the reference log-prob pass
+and one optimizer step), both actors interleaved, median of N repetitions after one warm-up each.
+
+    python bench/grouped_micro_batches.py [--reps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+
+GROUPS, PER_GROUP, OPENING, PAGE = 4, 8, 280, 100
+
+
+def make_samples(vocab: int, seed: int = 0) -> list:
+    from slime.utils.types import Sample
+
+    g = torch.Generator().manual_seed(seed)
+    opening = torch.randint(100, vocab - 1, (OPENING,), generator=g).tolist()
+    pages = [torch.randint(100, vocab - 1, (PAGE + 7 * k,), generator=g).tolist() for k in range(GROUPS)]
+    samples = []
+    for k in range(GROUPS):  # in group order, as train_rollout's group advantages expect
+        for i in range(PER_GROUP):
+            n = 6 + (i + 3 * k) % 9
+            response = torch.randint(100, vocab - 1, (n,), generator=g).tolist()
+            samples.append(Sample(index=len(samples), group_index=k, tokens=opening + pages[k] + response,
+                                  response_length=n, loss_mask=[1] * n, reward=float((i + k) % 3 == 0)))
+    return samples
+
+
+def build_actor(model_path: str):
+    from slime.backends.fsdp import ActorConfig, FSDPTrainActor
+    from slime.backends.fsdp.train_loop import build_loss_call
+    from slime.utils.arguments import parse_config
+
+    args = parse_config([
+        "--hf-checkpoint", model_path, "--rollout-batch-size", str(GROUPS), "--n-samples-per-prompt", str(PER_GROUP),
+        "--use-lora", "--lora-rank", "8", "--lora-alpha", "16", "--lr", "1e-3",
+        "--use-dynamic-batch-size", "--max-tokens-per-gpu", "4096", "--use-rollout-logprobs",
+        "--use-kl-loss", "--kl-loss-coef", "0.2", "--kl-loss-type", "low_var_kl",
+    ]).to_namespace()
+    return FSDPTrainActor(ActorConfig.from_args(args), args), args, build_loss_call(args)
+
+
+def by_length_only(actor) -> None:
+    """The partition before prompt groups were kept together (same budget, no keys)."""
+    from slime.backends.fsdp.batching import pad_micro_batch, partition_dynamic
+
+    def micro_batches(tokens, response_lengths):
+        groups = partition_dynamic([len(t) for t in tokens], actor.cfg.max_tokens_per_gpu)
+        return [pad_micro_batch(g, tokens, response_lengths, actor.tokenizer.pad_token_id) for g in groups]
+
+    actor._micro_batches = micro_batches
+
+
+def step(actor, args, loss_call, samples, rollout_lp) -> None:
+    from slime.backends.fsdp.train_loop import train_rollout
+
+    for s, lp in zip(samples, rollout_lp, strict=True):
+        s.rollout_log_probs = list(lp)
+    train_rollout(actor, args, samples, loss_call)  # the reference log-prob pass (KL) is part of it
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--model-path", default=None)
+    a = ap.parse_args()
+    from transformers import AutoConfig
+
+    from openclaw.models import resolve_model_path
+
+    load = os.getloadavg()[0]
+    model_path = str(a.model_path or resolve_model_path(None))
+    vocab = AutoConfig.from_pretrained(model_path).vocab_size
+    samples = make_samples(vocab)
+    torch.manual_seed(0)
+    grouped = build_actor(model_path)
+    torch.manual_seed(0)
+    mixed = build_actor(model_path)
+    by_length_only(mixed[0])
+    toks, lens = [s.tokens for s in samples], [s.response_length for s in samples]
+    rollout_lp = grouped[0].compute_log_probs(toks, lens)
+    mbs_grouped, mbs_mixed = grouped[0]._micro_batches(toks, lens), mixed[0]._micro_batches(toks, lens)
+    step(*grouped, make_samples(vocab), rollout_lp)  # warm-up
+    step(*mixed, make_samples(vocab), rollout_lp)
+    t_grouped, t_mixed = [], []
+    for _ in range(a.reps):  # interleaved: machine load affects both alike
+        t0 = time.perf_counter()
+        step(*grouped, make_samples(vocab), rollout_lp)
+        t_grouped.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        step(*mixed, make_samples(vocab), rollout_lp)
+        t_mixed.append(time.perf_counter() - t0)
+    mg, mm = statistics.median(t_grouped), statistics.median(t_mixed)
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load avg at start {load:.1f}, "
+          f"torch threads {torch.get_num_threads()}, torch {torch.__version__}")
+    print(f"batch: {GROUPS} prompts x {PER_GROUP} samples, {sum(map(len, toks))} tokens, "
+          f"{sum(lens)} trained; LoRA r8 attention, fp32, KL to the base")
+    print(f"micro-batches: grouped {len(mbs_grouped)} (shared prompt in "
+          f"{sum(mb.shared_prompt_length() > 0 for mb in mbs_grouped)}), by length {len(mbs_mixed)} "
+          f"(shared prompt in {sum(mb.shared_prompt_length() > 0 for mb in mbs_mixed)})")
+    print(f"grouped step (s): {[round(t, 2) for t in t_grouped]} median {mg:.2f}")
+    print(f"by-length step (s): {[round(t, 2) for t in t_mixed]} median {mm:.2f}")
+    print(f"grouped/by-length = {mg / mm:.3f} wall-clock median (reference log-probs + train step)")
+
+
+if __name__ == "__main__":
+    main()
