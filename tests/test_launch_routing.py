@@ -169,3 +169,13 @@ def test_data_path_files_and_folders_go_to_the_offline_importer(tmp_path: Path) 
     assert cmd[1:3] == ["-m", "openclaw.bridge.offline"], cmd
     assert cmd[cmd.index("--rl-buffer-dir") + 1] == str(tmp_path / "buf")
     assert cmd[-2:] == [str(folder), str(single)]
+
+
+@pytest.mark.parametrize("recipe", [name for name, r in RECIPES.items() if r.kind == "track"])
+def test_tracks_start_their_rollout_engine_with_the_prefix_cache(recipe: str, tmp_path: Path) -> None:
+    args = parse_config(_plan(recipe, tmp_path).trainer_argv()[2:], env={}).to_namespace()  # after python train.py
+    assert args.rollout_engine_command.split()[-2:] == ["--prefix-cache-tokens", "8192"]
+    mine = "python -m openclaw.engines.serve --prefix-cache-tokens 0"
+    argv = _plan(recipe, tmp_path, "--rollout-engine-command", mine).trainer_argv()[2:]
+    args = parse_config(argv, env={}).to_namespace()
+    assert args.rollout_engine_command == mine  # the user's own engine command wins

@@ -48,6 +48,7 @@ import torch
 
 from openclaw.engines.base import FinishReason, GenerationRequest, GenerationResult, TokenEvent
 from openclaw.engines.detokenize import IncrementalDetokenizer, StopStringMatcher
+from openclaw.engines.prefix_cache import PrefixKVCache
 from openclaw.engines.sampling import RowSampling, sample_batch
 from openclaw.engines.weights import is_adapter_folder, load_model, parse_dtype
 
@@ -101,9 +102,12 @@ class HFEngine:
 
     def __init__(self, model: torch.nn.Module, tokenizer, model_path: str, base_model_path: str,
                  device: str, dtype: torch.dtype, max_batch_size: int = 16,
-                 original_logprobs: bool = False, served_model_name: str | None = None) -> None:
+                 original_logprobs: bool = False, served_model_name: str | None = None,
+                 prefix_cache_tokens: int = 0) -> None:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
+        if prefix_cache_tokens < 0:
+            raise ValueError(f"prefix_cache_tokens must be >= 0 (0: off), got {prefix_cache_tokens}")
         self._model = model
         self._tokenizer = tokenizer
         self._model_path = model_path
@@ -118,6 +122,11 @@ class HFEngine:
         self._max_context_len = int(getattr(cfg, "max_position_embeddings", 0) or 2048)
         self._vocab_size = int(cfg.vocab_size)
         self._eos_ids = self._find_eos_ids(model, tokenizer)
+        self._prefix_cache = PrefixKVCache(prefix_cache_tokens) if prefix_cache_tokens else None
+        if self._prefix_cache is not None and _has_sliding_window(cfg):
+            raise ValueError("the prefix cache reuses full-attention KV; this model has sliding-window layers "
+                             "(run it with prefix_cache_tokens=0)")
+        self._flush_prefix_cache = False  # set by flush_cache, done by the scheduler before it admits again
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (min(self._eos_ids) if self._eos_ids else 0)
         # Scheduler state (scheduler thread only, except where guarded by _cond).
         self._cond = threading.Condition()
@@ -143,7 +152,7 @@ class HFEngine:
     @classmethod
     def load(cls, model_path: str | None = None, dtype: str = "float32", device: str | None = None,
              max_batch_size: int = 16, original_logprobs: bool | None = None,
-             served_model_name: str | None = None) -> HFEngine:
+             served_model_name: str | None = None, prefix_cache_tokens: int = 0) -> HFEngine:
         """Load a full HF folder or PEFT adapter folder (None: the embedded SmolLM2)."""
         from transformers import AutoTokenizer
 
@@ -157,7 +166,7 @@ class HFEngine:
         if original_logprobs is None:
             original_logprobs = os.environ.get("SGLANG_RETURN_ORIGINAL_LOGPROB", "").lower() in ("1", "true")
         return cls(loaded.model, tokenizer, path, loaded.base_model_path, dev, torch_dtype, max_batch_size,
-                   original_logprobs, served_model_name)
+                   original_logprobs, served_model_name, prefix_cache_tokens)
 
     @staticmethod
     def _find_eos_ids(model, tokenizer) -> frozenset[int]:
@@ -305,6 +314,8 @@ class HFEngine:
             if not is_adapter_folder(model_path):
                 self._base_model_path = loaded.base_model_path
             self._weight_version = weight_version if weight_version is not None else self._weight_version + 1
+            if self._prefix_cache is not None:  # its KV came from the old weights
+                self._prefix_cache.clear()
             return self._weight_version, time.perf_counter() - t0
 
         version, paused = await self._control(swap)
@@ -348,12 +359,23 @@ class HFEngine:
     def flush_cache(self) -> bool:
         """SGLang's contract: refuse (callers retry) while requests are being generated.
 
-        This engine keeps no KV/prefix cache across requests, so there is never stale state to
-        drop; while paused nothing runs, so the flush succeeds even with requests parked in place
-        (this keeps slime's pause -> update -> flush -> continue sequence from stalling behind a
-        live chat request)."""
+        The only KV kept across requests is the prefix cache, which a weight swap already clears;
+        a flush empties it before any later request is admitted. While paused nothing is admitted,
+        so the flush succeeds even with requests parked in place (this keeps slime's pause ->
+        update -> flush -> continue sequence from stalling behind a live chat request)."""
         with self._cond:
-            return self._paused or not (self._inbox or self._admitting or self._rows)
+            ok = self._paused or not (self._inbox or self._admitting or self._rows)
+            if ok and self._prefix_cache is not None:
+                self._flush_prefix_cache = True
+                self._cond.notify()
+            return ok
+
+    @property
+    def prefix_cache_stats(self) -> dict[str, float] | None:
+        """Lookups, hits and prompt tokens whose forward was skipped (None: the cache is off)."""
+        if self._prefix_cache is None:
+            return None
+        return {**self._prefix_cache.stats.as_dict(), "cached_tokens": self._prefix_cache.tokens}
 
     async def shutdown(self) -> None:
         with self._cond:
@@ -383,6 +405,9 @@ class HFEngine:
                         break
                     controls = list(self._controls)
                     self._controls.clear()
+                    if self._flush_prefix_cache:
+                        self._flush_prefix_cache = False
+                        self._prefix_cache.clear()
                     admit: list[_Job] = []
                     if not self._paused:
                         room = self.max_batch_size - len(self._rows)
@@ -434,7 +459,7 @@ class HFEngine:
         return list(dict.fromkeys([*self._inbox, *self._admitting, *self._rows]))
 
     def _has_work(self) -> bool:
-        if self._closed or self._controls:
+        if self._closed or self._controls or self._flush_prefix_cache:
             return True
         if any(j.cancelled for j in self._rows) or any(j.cancelled for j in self._inbox):
             return True
@@ -531,19 +556,25 @@ class HFEngine:
         plain = [j for j in jobs if j not in scoring]
         for job in scoring:
             self._prefill_group([job], full_logits=True)
-        if plain:
+        if plain and self._prefix_cache is not None:
+            self._prefill_cached(plain)
+        elif plain:
             self._prefill_group(plain, full_logits=False)
 
-    def _prefill_group(self, jobs: list[_Job], full_logits: bool) -> None:
+    def _left_padded(self, prompts: list[tuple[int, ...]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Prompts as one left-padded batch: ids, attention mask and position ids, each [B, T]."""
         dev = self._device
-        lens = [len(j.req.input_ids) for j in jobs]
-        width = max(lens)
-        ids = torch.full((len(jobs), width), self._pad_id, dtype=torch.long, device=dev)
-        mask = torch.zeros((len(jobs), width), dtype=torch.long, device=dev)
-        for i, j in enumerate(jobs):
-            ids[i, width - lens[i]:] = torch.tensor(j.req.input_ids, dtype=torch.long, device=dev)
-            mask[i, width - lens[i]:] = 1
-        pos = (mask.cumsum(-1) - 1).clamp_(min=0)
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self._pad_id, dtype=torch.long, device=dev)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long, device=dev)
+        for i, prompt in enumerate(prompts):
+            ids[i, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long, device=dev)
+            mask[i, width - len(prompt):] = 1
+        return ids, mask, (mask.cumsum(-1) - 1).clamp_(min=0)
+
+    def _prefill_group(self, jobs: list[_Job], full_logits: bool) -> None:
+        ids, mask, pos = self._left_padded([tuple(j.req.input_ids) for j in jobs])
+        width = ids.shape[1]
         cache = self._new_cache()
         keep = 1
         if full_logits:  # one job: logits only from the position predicting prompt[start] on
@@ -553,7 +584,69 @@ class HFEngine:
             start = jobs[0].req.logprob_start_len
             jobs[0].input_logprobs = ((None,) if start == 0 else ()) + tuple(
                 _token_logprobs(logits[0, :-1], ids[0, width - keep + 1:]))
-        last = logits[:, -1, :].float()
+        self._start_rows(jobs, cache, mask, pos[:, -1], logits[:, -1, :].float())
+
+    def _prefill_cached(self, jobs: list[_Job]) -> None:
+        """Prefill through the prefix cache: the jobs of one prompt share one forward, and a prompt
+        that starts with a cached one runs only the tokens after that prefix."""
+        by_prompt: dict[tuple[int, ...], list[_Job]] = {}
+        for job in jobs:
+            by_prompt.setdefault(tuple(job.req.input_ids), []).append(job)
+        stats = self._prefix_cache.stats
+        misses = []
+        for prompt, group in by_prompt.items():
+            entry, reuse = self._prefix_cache.lookup(prompt)
+            # The group's other jobs reuse the whole forward: count them as hits too.
+            stats.prompt_tokens += len(prompt) * (len(group) - 1)
+            stats.reused_tokens += len(prompt) * (len(group) - 1)
+            if entry is None:
+                misses.append((prompt, group))
+            else:
+                self._prefill_after_prefix(prompt, group, entry.layers, reuse)
+        if misses:
+            self._prefill_distinct(misses)
+
+    def _prefill_distinct(self, groups: list[tuple[tuple[int, ...], list[_Job]]]) -> None:
+        """One left-padded forward over distinct prompts, each stored in the prefix cache and then
+        copied to every job that asked for it."""
+        prompts = [prompt for prompt, _ in groups]
+        ids, mask, pos = self._left_padded(prompts)
+        width = ids.shape[1]
+        cache = self._new_cache()
+        logits = self._forward(ids, mask, pos, cache)
+        for r, prompt in enumerate(prompts):
+            start = width - len(prompt)
+            self._prefix_cache.store(prompt, [(layer.keys[r:r + 1, :, start:], layer.values[r:r + 1, :, start:])
+                                              for layer in cache.layers])
+        jobs = [job for _, group in groups for job in group]
+        index = torch.tensor([r for r, (_, group) in enumerate(groups) for _ in group], device=self._device)
+        if len(jobs) > len(groups):
+            cache.batch_select_indices(index)
+        self._start_rows(jobs, cache, mask[index], pos[index, -1], logits[index, -1, :].float())
+
+    def _prefill_after_prefix(self, prompt: tuple[int, ...], jobs: list[_Job],
+                              prefix: tuple[tuple[torch.Tensor, torch.Tensor], ...], reuse: int) -> None:
+        """Run `prompt[reuse:]` on top of the cached KV of its first `reuse` tokens."""
+        dev = self._device
+        cache = self._new_cache()
+        for layer, (keys, values) in zip(cache.layers, prefix, strict=True):
+            layer.update(keys[:, :, :reuse], values[:, :, :reuse])
+        n = len(prompt)
+        mask = torch.ones((1, n), dtype=torch.long, device=dev)
+        logits = self._forward(torch.tensor([prompt[reuse:]], dtype=torch.long, device=dev), mask,
+                               torch.arange(reuse, n, device=dev).unsqueeze(0), cache)
+        self._prefix_cache.store(prompt, [(layer.keys, layer.values) for layer in cache.layers])
+        index = torch.zeros(len(jobs), dtype=torch.long, device=dev)
+        if len(jobs) > 1:
+            cache.batch_select_indices(index)
+        self._start_rows(jobs, cache, mask[index], torch.full((len(jobs),), n - 1, dtype=torch.long, device=dev),
+                         logits[index, -1, :].float())
+
+    def _start_rows(self, jobs: list[_Job], cache, mask: torch.Tensor, pos_last: torch.Tensor,
+                    last: torch.Tensor) -> None:
+        """Sample each prefilled job's first token from `last` (its prompt's final logits, [B, V])
+        and merge the jobs that go on into the running batch."""
+        dev = self._device
         # Requests that want no tokens (scoring) finish right after the prompt forward.
         wants = [j.max_new > 0 for j in jobs]
         events: list[tuple[_Job, object]] = []
@@ -569,9 +662,7 @@ class HFEngine:
             new_tokens = self._sample_and_emit(rows, last[sel] if len(live) < len(jobs) else last, events)
             if len(live) < len(jobs):
                 cache.batch_select_indices(sel)
-                mask, pos_last = mask[sel], pos[sel, -1]
-            else:
-                pos_last = pos[:, -1]
+                mask, pos_last = mask[sel], pos_last[sel]
             self._merge(rows, cache, mask, pos_last + 1, new_tokens)
         self._deliver(events)
         self._remove_finished()
@@ -708,6 +799,12 @@ def _token_logprobs(logits: torch.Tensor, targets: torch.Tensor, chunk: int = 25
         logp = torch.log_softmax(logits[i:i + chunk].float(), dim=-1)
         out.extend(logp.gather(-1, targets[i:i + chunk].unsqueeze(-1)).squeeze(-1).tolist())
     return out
+
+
+def _has_sliding_window(config) -> bool:
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    layer_types = getattr(text, "layer_types", None) or ()
+    return "sliding_attention" in layer_types or bool(getattr(text, "use_sliding_window", False))
 
 
 def _pad_left(t: torch.Tensor, width: int, dim: int = 2) -> torch.Tensor:

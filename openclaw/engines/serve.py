@@ -85,6 +85,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--max-batch-size", "--max-running-requests", dest="max_batch_size", type=int, default=16)
     p.add_argument("--served-model-name", default=None)
+    p.add_argument("--prefix-cache-tokens", type=int, default=0,
+                   help="keep the KV of recent prompts, up to this many tokens, and run only the part of a new "
+                        "prompt after its longest cached prefix (a GRPO group's samples, a shared instruction "
+                        "block); 0 (default): off, every prompt is prefilled in full")
     p.add_argument("--num-threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
     p.add_argument("--log-level", default="warning")
     return p.parse_args(argv)
@@ -102,9 +106,10 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.num_threads)
     engine = HFEngine.load(args.model_path, dtype=args.dtype, device=args.device,
-                           max_batch_size=args.max_batch_size, served_model_name=args.served_model_name)
+                           max_batch_size=args.max_batch_size, served_model_name=args.served_model_name,
+                           prefix_cache_tokens=args.prefix_cache_tokens)
     print(f"openclaw engine ready: http://{args.host}:{args.port} model={engine.model_path} "
-          f"dtype={args.dtype} device={engine.device}", flush=True)
+          f"dtype={args.dtype} device={engine.device} prefix_cache_tokens={args.prefix_cache_tokens}", flush=True)
     from openclaw.server.runner import DEFAULT_HEADER_TIMEOUT, h11_with_header_timeout
 
     uvicorn.run(create_app(engine, args.host), host=args.host, port=args.port, log_level=args.log_level,

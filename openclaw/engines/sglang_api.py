@@ -305,7 +305,9 @@ def sglang_router(engine) -> APIRouter:
             "max_running_requests": getattr(engine, "max_batch_size", None), "weight_version": str(engine.weight_version),
             "num_pending": engine.num_pending(), "paused": getattr(engine, "is_paused", False), "backend": "hf",
             # "live": weights swap between two decode steps, callers need not pause (weight_sync.py)
-            "weight_swap": getattr(engine, "weight_swap", "pause")})
+            "weight_swap": getattr(engine, "weight_swap", "pause"),
+            # lookups, hits, prompt tokens whose forward was skipped (None: no prefix cache)
+            "prefix_cache": getattr(engine, "prefix_cache_stats", None)})
 
     @router.get("/health")
     async def health():

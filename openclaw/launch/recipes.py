@@ -148,10 +148,17 @@ def _prompts(data: str) -> list[str]:
     return ["--prompt-data", data, "--input-key", "input", "--label-key", "label", "--metadata-key", "metadata"]
 
 
+# The tracks' rollout engine when SGLang is not used (CPU, or a GPU without it): the embedded engine
+# with its prefix cache, since a GRPO group sends one prompt n times and a multi-turn episode's
+# prompt extends its previous one (SGLang's radix cache does this by default). A user's own
+# --rollout-engine-command comes later on the command line and wins.
+ROLLOUT_ENGINE = ["--rollout-engine-command", "python -m openclaw.engines.serve --prefix-cache-tokens 8192"]
+
+
 def _episodes(s: Settings, cpu: bool, plugin: str, steps: tuple[str, str], envs: tuple[str, str]) -> list[str]:
     """What every sandboxed track shares: its generate plugin (which also declares the track's flags),
     the episode shape ((CPU preset, GPU) defaults of MAX_STEPS / PARALLEL_ENVS) and the run length."""
-    return ["--custom-generate-function-path", plugin, "--extra-args-provider-path", plugin,
+    return ["--custom-generate-function-path", plugin, "--extra-args-provider-path", plugin, *ROLLOUT_ENGINE,
             "--max-steps", track_value(s, "MAX_STEPS", *steps, cpu),
             "--parallel-envs", track_value(s, "PARALLEL_ENVS", *envs, cpu),
             "--sandbox", s.get("SANDBOX") or "bwrap",
@@ -224,7 +231,7 @@ def _swe_prepare(s: Settings, cpu: bool) -> list[list[str]]:
 def _gui(s: Settings, cpu: bool) -> list[str]:
     plugin = "gui-rl/gui_generate.py"  # browsers, not the bubblewrap sandbox: no --sandbox flag
     return [*_prompts(s.abspath(s.get("DATA_PATH") or "gui-rl/data/train.jsonl")),
-            "--custom-generate-function-path", plugin, "--extra-args-provider-path", plugin,
+            "--custom-generate-function-path", plugin, "--extra-args-provider-path", plugin, *ROLLOUT_ENGINE,
             "--max-steps", track_value(s, "MAX_STEPS", "2", "6", cpu),
             "--parallel-envs", track_value(s, "PARALLEL_ENVS", "2", "16", cpu),
             "--screenshot-backend", s.get("SCREENSHOT_BACKEND") or "playwright",
