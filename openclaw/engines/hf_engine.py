@@ -592,13 +592,10 @@ class HFEngine:
         by_prompt: dict[tuple[int, ...], list[_Job]] = {}
         for job in jobs:
             by_prompt.setdefault(tuple(job.req.input_ids), []).append(job)
-        stats = self._prefix_cache.stats
         misses = []
         for prompt, group in by_prompt.items():
             entry, reuse = self._prefix_cache.lookup(prompt)
-            # The group's other jobs reuse the whole forward: count them as hits too.
-            stats.prompt_tokens += len(prompt) * (len(group) - 1)
-            stats.reused_tokens += len(prompt) * (len(group) - 1)
+            self._prefix_cache.count_shared_forward(prompt, len(group) - 1)
             if entry is None:
                 misses.append((prompt, group))
             else:

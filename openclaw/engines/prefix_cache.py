@@ -90,6 +90,12 @@ class PrefixKVCache:
         self.stats.reused_tokens += reuse
         return best, reuse
 
+    def count_shared_forward(self, ids: tuple[int, ...], copies: int) -> None:
+        """Count `copies` more requests for `ids` that reuse another request's whole forward (the
+        engine runs identical prompts admitted together once)."""
+        self.stats.prompt_tokens += len(ids) * copies
+        self.stats.reused_tokens += len(ids) * copies
+
     def store(self, ids: tuple[int, ...], layers: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Keep `layers` (copied) as the KV of `ids`, evicting the least recently used entries."""
         if ids in self._entries:
