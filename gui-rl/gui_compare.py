@@ -1,11 +1,15 @@
 """Before/after table of two `gui_eval.py` reports, with a paired bootstrap CI of the change.
 
-    python gui-rl/gui_compare.py BASE/report.json CKPT/report.json [--out compare.md]
+    python gui-rl/gui_compare.py BASE/report.json CKPT/report.json [--out compare.md] [--actions 3]
 
 Episodes are paired by (task, seed): both reports must hold the same held-out episodes, so the
 change is measured on the same pages. The interval resamples those pairs (95%, percentile
 bootstrap, the persona suite's `paired_bootstrap_delta`); with equal episodes per task the mean
 over episodes is the mean over tasks that `gui_eval.py` prints.
+
+`--actions N` adds each task's N most frequent first actions in both reports: a policy that has
+collapsed onto one answer per task (`click('e15')` on every page) shows as one action with every
+episode, whatever the page asked for.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -49,15 +54,42 @@ def render(rows: list[tuple[str, float, float]], delta: Interval, names: tuple[s
                                f"{delta.n} episodes)\n")
 
 
+def frequent_actions(report: dict[str, Any], top: int) -> dict[str, list[tuple[str, int]]]:
+    """Per task, its `top` most frequent first actions (`(none)` for an episode that took none)."""
+    per_task: dict[str, Counter[str]] = {}
+    for e in report["episodes"]:
+        first = e["actions"][0] if e["actions"] else "(none)"
+        per_task.setdefault(e["task"], Counter())[first] += 1
+    return {task: counts.most_common(top) for task, counts in per_task.items()}
+
+
+def render_actions(before: dict[str, Any], after: dict[str, Any], top: int, names: tuple[str, str]) -> str:
+    b, a = frequent_actions(before, top), frequent_actions(after, top)
+
+    def cell(pairs: list[tuple[str, int]]) -> str:
+        return ", ".join(f"`{action}` x{n}" for action, n in pairs).replace("|", "\\|")
+
+    lines = [f"| task | first actions, {names[0]} | first actions, {names[1]} |", "|---|---|---|"]
+    lines += [f"| {task} | {cell(b.get(task, []))} | {cell(a.get(task, []))} |" for task in b]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("before", type=Path)
     p.add_argument("after", type=Path)
     p.add_argument("--out", type=Path, default=None, help="also write the table here (Markdown)")
+    p.add_argument("--actions", type=int, default=0, metavar="N",
+                   help="also list each task's N most frequent first actions in both reports")
     args = p.parse_args(argv)
+    if args.actions < 0:
+        p.error("--actions must be 0 or more")
     before, after = (json.loads(path.read_text()) for path in (args.before, args.after))
     rows, delta = compare(before, after)
-    text = render(rows, delta, (args.before.parent.name, args.after.parent.name))
+    names = (args.before.parent.name, args.after.parent.name)
+    text = render(rows, delta, names)
+    if args.actions:
+        text += "\n" + render_actions(before, after, args.actions, names)
     print(text, end="")
     if args.out:
         args.out.write_text(text)

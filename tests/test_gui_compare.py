@@ -42,3 +42,14 @@ def test_command_line_writes_the_table(tmp_path: Path) -> None:
                           capture_output=True, text=True, check=True)
     assert "| click-link | 0% | 50% |" in done.stdout and "change +50.0" in done.stdout
     assert out.read_text() == done.stdout
+
+
+def test_actions_show_a_policy_that_collapsed_onto_one_answer() -> None:
+    base = {"episodes": [{"task": "click-dialog-2", "seed": s, "success": s % 2 == 0,
+                          "actions": [f"click('e{12 + s % 3}')"]} for s in range(6)]}
+    ckpt = {"episodes": [{"task": "click-dialog-2", "seed": s, "success": s < 2,
+                          "actions": ["click('e15')"] if s else []} for s in range(6)]}
+    assert gui_compare.frequent_actions(ckpt, 3) == {"click-dialog-2": [("click('e15')", 5), ("(none)", 1)]}
+    table = gui_compare.render_actions(base, ckpt, 2, ("base", "ckpt"))
+    assert table.splitlines()[2] == ("| click-dialog-2 | `click('e12')` x2, `click('e13')` x2 "
+                                     "| `click('e15')` x5, `(none)` x1 |")
