@@ -42,3 +42,10 @@ def test_a_task_cannot_be_both_trained_and_rehearsed(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert "both trained and rehearsed: click-button, click-test" in done.stderr
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_a_rehearsal_share_without_rehearsal_tasks_is_refused(tmp_path: Path) -> None:
+    done = prepare(tmp_path / "x.jsonl", "--tasks", "click-button", "--rehearsal-seeds-per-task", "15")
+    assert done.returncode != 0
+    assert "--rehearsal-seeds-per-task needs --rehearsal-tasks" in done.stderr
+    assert not (tmp_path / "x.jsonl").exists()
