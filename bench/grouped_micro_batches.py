@@ -8,6 +8,8 @@ The batch is what gui-rl trains on: 4 prompts x 8 samples, each prompt ~380-400 
 mixes the groups); `--max-tokens-per-gpu 4096`, LoRA r8 on attention, KL to the base (the
 reference log-prob pass), `--use-rollout-logprobs`. Timed: `train_rollout` (the reference log-prob pass
 and one optimizer step), both actors interleaved, median of N repetitions after one warm-up each.
+Both run with `--disable-step-prefix-forward`: the opening run once per step, which would help the
+by-length micro-batches too, is measured on its own by bench/step_prefix.py.
 
     python bench/grouped_micro_batches.py [--reps 3]
 """
@@ -28,14 +30,14 @@ import torch  # noqa: E402
 GROUPS, PER_GROUP, OPENING, PAGE = 4, 8, 280, 100
 
 
-def make_samples(vocab: int, seed: int = 0) -> list:
+def make_samples(vocab: int, seed: int = 0, groups: int = GROUPS) -> list:
     from slime.utils.types import Sample
 
     g = torch.Generator().manual_seed(seed)
     opening = torch.randint(100, vocab - 1, (OPENING,), generator=g).tolist()
-    pages = [torch.randint(100, vocab - 1, (PAGE + 7 * k,), generator=g).tolist() for k in range(GROUPS)]
+    pages = [torch.randint(100, vocab - 1, (PAGE + 7 * (k % 4),), generator=g).tolist() for k in range(groups)]
     samples = []
-    for k in range(GROUPS):  # in group order, as train_rollout's group advantages expect
+    for k in range(groups):  # in group order, as train_rollout's group advantages expect
         for i in range(PER_GROUP):
             n = 6 + (i + 3 * k) % 9
             response = torch.randint(100, vocab - 1, (n,), generator=g).tolist()
@@ -44,16 +46,16 @@ def make_samples(vocab: int, seed: int = 0) -> list:
     return samples
 
 
-def build_actor(model_path: str):
+def build_actor(model_path: str, *extra: str, groups: int = GROUPS):
     from slime.backends.fsdp import ActorConfig, FSDPTrainActor
     from slime.backends.fsdp.train_loop import build_loss_call
     from slime.utils.arguments import parse_config
 
     args = parse_config([
-        "--hf-checkpoint", model_path, "--rollout-batch-size", str(GROUPS), "--n-samples-per-prompt", str(PER_GROUP),
+        "--hf-checkpoint", model_path, "--rollout-batch-size", str(groups), "--n-samples-per-prompt", str(PER_GROUP),
         "--use-lora", "--lora-rank", "8", "--lora-alpha", "16", "--lr", "1e-3",
         "--use-dynamic-batch-size", "--max-tokens-per-gpu", "4096", "--use-rollout-logprobs",
-        "--use-kl-loss", "--kl-loss-coef", "0.2", "--kl-loss-type", "low_var_kl",
+        "--use-kl-loss", "--kl-loss-coef", "0.2", "--kl-loss-type", "low_var_kl", *extra,
     ]).to_namespace()
     return FSDPTrainActor(ActorConfig.from_args(args), args), args, build_loss_call(args)
 
@@ -91,9 +93,9 @@ def main() -> None:
     vocab = AutoConfig.from_pretrained(model_path).vocab_size
     samples = make_samples(vocab)
     torch.manual_seed(0)
-    grouped = build_actor(model_path)
+    grouped = build_actor(model_path, "--disable-step-prefix-forward")
     torch.manual_seed(0)
-    mixed = build_actor(model_path)
+    mixed = build_actor(model_path, "--disable-step-prefix-forward")
     by_length_only(mixed[0])
     toks, lens = [s.tokens for s in samples], [s.response_length for s in samples]
     rollout_lp = grouped[0].compute_log_probs(toks, lens)

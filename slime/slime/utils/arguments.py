@@ -295,6 +295,9 @@ class OptimizerConfig:
     shared_prompt_forward: bool = arg(
         True, "FSDP backend: when every row of a micro-batch has the same prompt (a GRPO group), run the prompt "
         "once and the responses on its expanded KV cache.", negative_flag="--disable-shared-prompt-forward")
+    step_prefix_forward: bool = arg(
+        True, "FSDP backend: run the opening every row of a step shares (system prompt, few-shot turns) once per "
+        "step, and each micro-batch on its KV cache.", negative_flag="--disable-step-prefix-forward")
     seed: int = arg(1234, "Global random seed.")
 
 

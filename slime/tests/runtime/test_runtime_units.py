@@ -265,6 +265,63 @@ def test_shared_prompt_forward_matches_padded_forward_values_and_training(tiny_m
     assert any(abs(u - v) > 1e-4 for x, y in zip(changed, a, strict=True) for u, v in zip(x, y, strict=True))
 
 
+def _samples_with_one_opening(opening_len: int = 20) -> list[Sample]:
+    """Three GRPO groups of 2 whose prompts all open with the same `opening_len` tokens (a system
+    prompt and few-shot turns), then differ; responses of different lengths."""
+    g = torch.Generator().manual_seed(2)
+    opening = torch.randint(10, 2000, (opening_len,), generator=g).tolist()
+    out = []
+    for group in range(3):
+        prompt = opening + torch.randint(10, 2000, (4 + group,), generator=g).tolist()
+        for k in range(2):
+            resp = torch.randint(10, 2000, (2 + k,), generator=g).tolist()
+            out.append(Sample(index=len(out), group_index=group, tokens=prompt + resp, response_length=len(resp),
+                              loss_mask=[1] * len(resp), reward=float(k)))
+    return out
+
+
+def test_common_prefix_length_stops_one_short_of_the_shortest_prompt():
+    from slime.backends.fsdp.step_prefix import common_prefix_length
+
+    assert common_prefix_length([[1, 2, 3, 4, 9], [1, 2, 3, 5, 9]], [1, 1]) == 3
+    assert common_prefix_length([[1, 2, 3, 4, 9], [1, 2, 3, 4, 8]], [1, 1]) == 3  # prompts equal: 4 - 1
+    assert common_prefix_length([[1, 2, 3, 4, 9], [7, 2, 3, 4, 8]], [1, 1]) == 0
+    assert common_prefix_length([], []) == 0
+
+
+@pytest.mark.parametrize("max_tokens", [256, 30])  # a micro-batch per group (shared prompt) / per row (padded)
+def test_step_prefix_matches_padded_forward_values_and_training(tiny_model_path, max_tokens):
+    """Rows that all open with the same tokens run them once per step; log-probs, reference
+    log-probs, the gradient and the trained LoRA weights must equal the plain padded forward's."""
+    flags = ("--use-dynamic-batch-size", "--max-tokens-per-gpu", str(max_tokens), "--use-lora", "--lora-rank", "4",
+             "--rollout-batch-size", "3", "--n-samples-per-prompt", "2")
+    step_args = _args(tiny_model_path, *flags)
+    plain_args = _args(tiny_model_path, *flags, "--disable-shared-prompt-forward", "--disable-step-prefix-forward")
+    step = FSDPTrainActor(ActorConfig.from_args(step_args), step_args)
+    plain = FSDPTrainActor(ActorConfig.from_args(plain_args), plain_args)
+    samples = _samples_with_one_opening()
+    toks, lens = [s.tokens for s in samples], [s.response_length for s in samples]
+    mbs = step._micro_batches(toks, lens)
+    assert len(mbs) == (3 if max_tokens == 256 else 6)
+    prefix = step._step_prefix(step.model, toks, lens, len(mbs))
+    assert prefix is not None and prefix.length == 20
+    assert plain._step_prefix(plain.model, toks, lens, len(mbs)) is None
+    for reference in (False, True):
+        a = step.compute_log_probs(toks, lens, reference=reference)
+        b = plain.compute_log_probs(toks, lens, reference=reference)
+        for s, x, y in zip(samples, a, b, strict=True):
+            assert len(x) == s.response_length
+            assert max(abs(u - v) for u, v in zip(x, y, strict=True)) < 1e-5
+    m_step = train_rollout(step, step_args, samples, build_loss_call(step_args))
+    m_plain = train_rollout(plain, plain_args, _samples_with_one_opening(), build_loss_call(plain_args))
+    assert m_step["gradient/norm"] > 0
+    assert abs(m_step["gradient/norm"] - m_plain["gradient/norm"]) < 1e-4 * m_plain["gradient/norm"]
+    trained = {n: p for n, p in step.model.named_parameters() if p.requires_grad}
+    for n, p in plain.model.named_parameters():
+        if p.requires_grad:
+            assert torch.allclose(trained[n], p, atol=1e-6), n
+
+
 def test_shared_prompt_length_needs_identical_prompts():
     from slime.backends.fsdp.batching import pad_micro_batch
 

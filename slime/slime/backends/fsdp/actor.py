@@ -24,6 +24,12 @@ from slime.backends.fsdp import model as model_lib
 from slime.backends.fsdp.batching import MicroBatch, make_micro_batches
 from slime.backends.fsdp.config import ActorConfig
 from slime.backends.fsdp.logprobs import response_logits, token_log_probs
+from slime.backends.fsdp.step_prefix import (
+    MIN_STEP_PREFIX_TOKENS,
+    StepPrefix,
+    common_prefix_length,
+    run_step_prefix,
+)
 from slime.utils.checkpoint import capture_rng_state, restore_rng_state
 
 logger = logging.getLogger(__name__)
@@ -103,41 +109,71 @@ class FSDPTrainActor:
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def _forward(self, mb: MicroBatch, model: torch.nn.Module | None = None) -> torch.Tensor:
+    def _forward(self, mb: MicroBatch, model: torch.nn.Module | None = None,
+                 prefix: StepPrefix | None = None) -> torch.Tensor:
         """Logits of positions first_needed .. T-1 only (`logits_to_keep`): the lm_head matmul
         and its [*, V] output are skipped for prompt positions no response token depends on.
-        The returned tensor's position 0 is sequence position `mb.logits_offset`."""
+        The returned tensor's position 0 is sequence position `mb.logits_offset`. With a step
+        `prefix` the rows' first prefix.length tokens are read from its KV cache, not run."""
         model = model or self.model
         width = mb.input_ids.shape[1]
         mb.logits_offset = max(0, min(mb.prompt_lengths) - 1) if mb.prompt_lengths else 0
         shared = mb.shared_prompt_length() if self._can_share_prompt() else 0
         with self._autocast():
             if shared:
-                return self._forward_shared_prompt(mb, model, shared)
-            out = model(input_ids=mb.input_ids.to(self.device), attention_mask=mb.attention_mask.to(self.device),
-                        use_cache=False, logits_to_keep=width - mb.logits_offset)
+                return self._forward_shared_prompt(mb, model, shared, prefix)
+            if prefix is None:
+                out = model(input_ids=mb.input_ids.to(self.device), attention_mask=mb.attention_mask.to(self.device),
+                            use_cache=False, logits_to_keep=width - mb.logits_offset)
+                return out.logits
+            rows, start = mb.input_ids.shape[0], prefix.length
+            positions = torch.arange(start, width, device=self.device).unsqueeze(0).expand(rows, -1)
+            out = model(input_ids=mb.input_ids[:, start:].to(self.device), attention_mask=mb.attention_mask.to(self.device),
+                        position_ids=positions, past_key_values=prefix.cache(rows), use_cache=True,
+                        logits_to_keep=width - mb.logits_offset)
         return out.logits
 
+    def _step_prefix(self, model: torch.nn.Module, tokens: list[list[int]], response_lengths: list[int],
+                     num_micro_batches: int) -> StepPrefix | None:
+        """Run the tokens all of a step's rows share once (see step_prefix), when it pays: two or
+        more micro-batches, a plain KV cache, one rank (under FSDP2 every forward is a collective,
+        and ranks with different prefixes would call a different number of them)."""
+        if (not self.cfg.step_prefix_forward or num_micro_batches < 2 or self.world_size > 1
+                or not self._kv_cache_usable()):
+            return None
+        n = common_prefix_length(tokens, response_lengths)
+        if n < MIN_STEP_PREFIX_TOKENS:
+            return None
+        with self._autocast():
+            return run_step_prefix(model, tokens[0][:n], self.device)
+
     def _can_share_prompt(self) -> bool:
-        if not self.cfg.shared_prompt_forward or (self.cfg.gradient_checkpointing and self.model.training):
+        return self.cfg.shared_prompt_forward and self._kv_cache_usable()
+
+    def _kv_cache_usable(self) -> bool:
+        if self.cfg.gradient_checkpointing and self.model.training:
             return False  # HF turns the KV cache off under activation checkpointing in training mode
         # a plain attention KV cache only (no recurrent / linear-attention layers to repeat)
         layer_types = getattr(self.model.config, "layer_types", None) or ()
         return all(t in ("full_attention", "sliding_attention") for t in layer_types)
 
-    def _forward_shared_prompt(self, mb: MicroBatch, model: torch.nn.Module, p: int) -> torch.Tensor:
-        """The rows share their first `p` tokens: run them once (batch 1), repeat the KV cache over
-        the rows and run only the responses on it. Gradients flow through the repeated cache into
-        the single prompt pass, so this is the same computation as the padded forward (up to fp
-        rounding) with the prompt's FLOPs divided by the number of rows."""
+    def _forward_shared_prompt(self, mb: MicroBatch, model: torch.nn.Module, p: int,
+                               prefix: StepPrefix | None = None) -> torch.Tensor:
+        """The rows share their first `p` tokens: run them once (batch 1; after the step prefix's
+        cache if there is one), repeat the KV cache over the rows and run only the responses on it.
+        Gradients flow through the repeated cache into the single prompt pass, so this is the same
+        computation as the padded forward (up to fp rounding) with the prompt's FLOPs divided by
+        the number of rows."""
         from transformers import DynamicCache
 
         rows = mb.input_ids.shape[0]
         ids = mb.input_ids.to(self.device)
         mask = mb.attention_mask.to(self.device)
-        cache = DynamicCache()
-        head = model(input_ids=ids[:1, :p], attention_mask=mask[:1, :p], past_key_values=cache, use_cache=True,
-                     logits_to_keep=1)
+        start = prefix.length if prefix is not None else 0
+        cache = prefix.cache(1) if prefix is not None else DynamicCache()
+        head = model(input_ids=ids[:1, start:p], attention_mask=mask[:1, :p],
+                     position_ids=torch.arange(start, p, device=self.device).unsqueeze(0), past_key_values=cache,
+                     use_cache=True, logits_to_keep=1)
         cache.batch_repeat_interleave(rows)
         positions = torch.arange(p, ids.shape[1], device=self.device).unsqueeze(0).expand(rows, -1)
         tail = model(input_ids=ids[:, p:], attention_mask=mask, position_ids=positions, past_key_values=cache,
@@ -169,8 +205,10 @@ class FSDPTrainActor:
         self.model.eval()  # no dropout: log-probs must be deterministic
         try:
             with ctx:
-                for mb in self._micro_batches(tokens, response_lengths):
-                    logits = self._forward(mb, model)
+                mbs = self._micro_batches(tokens, response_lengths)
+                prefix = self._step_prefix(model, tokens, response_lengths, len(mbs))
+                for mb in mbs:
+                    logits = self._forward(mb, model, prefix)
                     lp, _ = token_log_probs(response_logits(logits, mb.prompt_lengths, mb.response_lengths,
                                                             mb.logits_offset),
                                             mb.input_ids.to(self.device), mb.prompt_lengths, mb.response_lengths,
@@ -235,6 +273,7 @@ class FSDPTrainActor:
         metric_sums: dict[str, float] = {}
         n_tokens = 0
         self.optimizer.zero_grad(set_to_none=True)
+        prefix = self._step_prefix(self.model, tokens, resp, len(mbs))
         for k in range(n_target):
             if k < len(mbs):
                 mb, weight = mbs[k], 1.0
@@ -243,7 +282,7 @@ class FSDPTrainActor:
             else:
                 continue
             rows = [indices[i] for i in mb.indices]
-            logits = self._forward(mb)
+            logits = self._forward(mb, prefix=prefix)
             mb_batch = self._micro_batch_dict(batch, rows, mb, logits)
             reducer = make_reducer(mb_batch["loss_masks"], per_token=bool(denominators.get("per_token", False)),
                                    num_samples=denominators["samples"], num_tokens=denominators["tokens"])
@@ -253,6 +292,8 @@ class FSDPTrainActor:
                 n_tokens += mb.num_tokens
                 for key, value in metrics.items():
                     metric_sums[key] = metric_sums.get(key, 0.0) + float(value)
+        if prefix is not None:
+            prefix.backward()
         self._all_reduce_grads()
         params = [p for p in self.model.parameters() if p.requires_grad]
         max_norm = self.cfg.clip_grad if self.cfg.clip_grad > 0 else float("inf")

@@ -15,6 +15,8 @@ class ActorConfig:
     gradient_checkpointing: bool = False
     # one prompt forward per micro-batch whose rows share their prompt (see actor._forward)
     shared_prompt_forward: bool = True
+    # the opening all of a step's rows share run once per step (see step_prefix.py)
+    step_prefix_forward: bool = True
     # LoRA (peft)
     use_lora: bool = False
     lora_rank: int = 16
@@ -67,6 +69,7 @@ class ActorConfig:
             bf16=bool(get("bf16", False)),
             gradient_checkpointing=bool(get("gradient_checkpointing", False)),
             shared_prompt_forward=bool(get("shared_prompt_forward", True)),
+            step_prefix_forward=bool(get("step_prefix_forward", cls.step_prefix_forward)),
             use_lora=bool(get("use_lora", False)),
             lora_rank=int(get("lora_rank", cls.lora_rank)),
             lora_alpha=float(get("lora_alpha", cls.lora_alpha)),
