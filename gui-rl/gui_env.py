@@ -36,7 +36,8 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 EPISODE_MAX_MS = 600_000
 # Before each snapshot: hide the score panel and the goal line from the tree (the goal is given
 # separately) and give pointer-cursor elements without a role the role "link", so clickable
-# spans (click-link's words, for one) get element ids. Returns the goal.
+# spans (click-link's words, for one) get element ids. Returns the goal and the task area's
+# rectangle in the viewport (scrolled into view first, as an element screenshot would).
 _PREPARE_TREE_JS = """() => {
   for (const id of ['reward-display', 'query']) {
     const el = document.getElementById(id); if (el) el.setAttribute('aria-hidden', 'true');
@@ -46,7 +47,12 @@ _PREPARE_TREE_JS = """() => {
       el.setAttribute('role', 'link');
     }
   }
-  return core.getUtterance();
+  const wrap = document.getElementById('wrap');
+  let r = wrap.getBoundingClientRect();
+  if (r.top < 0 || r.left < 0 || r.bottom > innerHeight || r.right > innerWidth) {
+    wrap.scrollIntoView(); r = wrap.getBoundingClientRect();
+  }
+  return [core.getUtterance(), {x: r.x, y: r.y, width: r.width, height: r.height}];
 }"""
 # A point (viewport coordinates) where the element itself receives the click, or null.
 _VISIBLE_POINT_JS = """(el) => {
@@ -167,16 +173,22 @@ class GuiEnv:
         return await self.observe()
 
     async def observe(self) -> Observation:
-        goal = await self.page.evaluate(_PREPARE_TREE_JS)
+        goal, task_area = await self.page.evaluate(_PREPARE_TREE_JS)
         snapshot = await self.page.locator("body").aria_snapshot(mode="ai")
         # Playwright prefixes ids with the frame's number (f3e12), which changes with every page
         # load; the policy sees the stable part (e12) and we add the prefix back when acting.
         m = re.search(r"\[ref=(f\d+)e\d+\]", snapshot)
         self.ref_prefix = m.group(1) if m else ""
         axtree = compact_tree(re.sub(r"\[ref=f\d+(e\d+)\]", r"[ref=\1]", snapshot))
-        png = await self.page.locator("#wrap").screenshot(type="png")
+        png = await self.screenshot(task_area)
         self.screenshots.append(png)
         return Observation(goal=goal, axtree=axtree, screenshot=png)
+
+    async def screenshot(self, task_area: dict[str, float]) -> bytes:
+        """PNG of the task area (#wrap). A clip of the page rather than `locator.screenshot()`: the
+        same bytes without the locator's actionability waits (38 ms against 158 ms a shot, measured
+        on 2 cores; test_gui_env checks the bytes are equal)."""
+        return await self.page.screenshot(type="png", clip=task_area)
 
     async def _state(self) -> tuple[bool, float]:
         done, raw = await self.page.evaluate("[WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL]")

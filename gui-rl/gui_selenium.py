@@ -27,7 +27,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import ctypes
-import dataclasses
 import os
 import shutil
 import signal
@@ -39,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gui_env import CHROMIUM, CHROMIUM_FLAGS, BrowserPool, GuiEnv, Observation
+from gui_env import CHROMIUM, CHROMIUM_FLAGS, BrowserPool, GuiEnv
 
 T = TypeVar("T")
 PR_SET_PDEATHSIG = 1
@@ -162,14 +161,10 @@ class SeleniumGuiEnv(GuiEnv):
         assert self.selenium is not None
         return await asyncio.wrap_future(self.selenium.thread.submit(fn, *args))
 
-    async def observe(self) -> Observation:
-        # gui_env takes a Playwright screenshot of #wrap in observe(); the trajectory keeps
-        # Selenium's instead (see README: the screenshot() hook would spare that one).
-        obs = await super().observe()
+    async def screenshot(self, task_area: dict[str, float]) -> bytes:
+        """Selenium's element screenshot of the task area (the Playwright connection reads the tree)."""
         assert self.selenium is not None
-        png = await self._on_thread(self.selenium.screenshot_png, "#wrap")
-        self.screenshots[-1] = png
-        return dataclasses.replace(obs, screenshot=png)
+        return await self._on_thread(self.selenium.screenshot_png, "#wrap")
 
     async def shutdown(self) -> None:
         with contextlib.suppress(Exception):

@@ -69,6 +69,16 @@ def test_observation_and_reward(pool):
         assert len(env.screenshots) == 2  # reset + step, kept for the trajectory
 
 
+def test_screenshot_is_the_task_areas_element_screenshot(pool):
+    """The observation's PNG is a clip of the page (cheaper than an element screenshot): it must
+    be the very bytes Playwright's element screenshot of #wrap gives, on every kind of page."""
+    with pool.env_sync() as env:
+        for task in [t.name for t in gui_tasks.TASKS]:
+            obs = env.reset(task, 1_000_003)
+            element = pool.run(env.env.page.locator("#wrap").screenshot(type="png"))
+            assert obs.screenshot == element, task
+
+
 def test_type_select_and_errors_are_observations(pool):
     with pool.env_sync() as env:
         obs = env.reset("enter-text", 1_000_001)

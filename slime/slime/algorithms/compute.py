@@ -40,8 +40,13 @@ def compute_advantages(
     old_log_probs: torch.Tensor | None = None,
     ref_log_probs: torch.Tensor | None = None,
     teacher_log_probs: torch.Tensor | None = None,
+    rewards_processed: bool = False,
 ) -> AdvantageOutput:
-    """Advantages for one rollout batch (groups contiguous, ``group_size`` samples each)."""
+    """Advantages for one rollout batch (groups contiguous, ``group_size`` samples each).
+
+    ``rewards_processed``: the rewards come from a ``--custom-reward-post-process-path`` plugin,
+    which replaces the estimator's own normalisation (GRPO's group mean/std, REINFORCE++-baseline's
+    group mean), as in upstream slime."""
     a = algo_view(cfg)
     estimator = a.advantage_estimator
     m = mask.float()
@@ -55,12 +60,15 @@ def compute_advantages(
         scalar = grpo_advantages(
             rewards, m, group_size,
             std_normalization=getattr(a, "grpo_std_normalization", True),
-            normalize_rewards=getattr(a, "rewards_normalization", True),
+            normalize_rewards=getattr(a, "rewards_normalization", True) and not rewards_processed,
         )
     elif estimator == "reinforce_plus_plus":
         scalar = reinforce_plus_plus_returns(rewards, kl, m, kl_coef=kl_coef, gamma=float(getattr(a, "gamma", 1.0)))
     elif estimator == "reinforce_plus_plus_baseline":
-        scalar = reinforce_plus_plus_baseline_advantages(rewards, kl, m, group_size, kl_coef=kl_coef)
+        if rewards_processed:
+            scalar = (rewards.float().unsqueeze(-1) - kl_coef * kl.float()) * m
+        else:
+            scalar = reinforce_plus_plus_baseline_advantages(rewards, kl, m, group_size, kl_coef=kl_coef)
     elif estimator == "on_policy_distillation":
         scalar = None
     else:

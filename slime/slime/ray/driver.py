@@ -40,7 +40,7 @@ _PATH_FIELDS = ("prompt_data", "save", "load", "log_dir", "save_debug_rollout_da
                 "save_hf", "hf_checkpoint")
 _PLUGIN_FIELDS = ("rollout_function_path", "custom_generate_function_path", "custom_rm_path",
                   "custom_loss_function_path", "dynamic_sampling_filter_path", "data_source_path",
-                  "eval_function_path")
+                  "eval_function_path", "rollout_sample_filter_path", "custom_reward_post_process_path")
 
 
 def absolutize(cfg: Any) -> Any:

@@ -142,6 +142,7 @@ class RolloutManager:
     # ------------------------------------------------------------------ rollout
     def generate(self, rollout_id: int) -> tuple[list[Sample], dict[str, Any]]:
         """Run the rollout function; returns the flat sample list (groups contiguous) + metrics."""
+        from slime.rollout.plugins_io import load_optional
         from slime.utils.plugins import load_rollout_fn
 
         t0 = time.perf_counter()
@@ -155,8 +156,12 @@ class RolloutManager:
             raise ValueError("the default rollout function needs --prompt-data (or --data-source-path)")
         fn = load_rollout_fn(self.args.rollout_function_path, self.args)
         out: RolloutFnTrainOutput = normalize_rollout_output(fn(rollout_id, self.data_source, evaluation=False))
-        samples = [s for g in out.samples for s in g]
         metrics = dict(out.metrics)
+        sample_filter = load_optional(self.args, "rollout_sample_filter_path", "sample_filter")
+        if sample_filter is not None:
+            sample_filter(out.samples)
+            metrics["rollout/removed_samples"] = sum(s.remove_sample for g in out.samples for s in g)
+        samples = [s for g in out.samples for s in g]
         metrics.setdefault("rollout/time", time.perf_counter() - t0)
         save = getattr(self.args, "save_debug_rollout_data", None)
         if save:

@@ -14,6 +14,8 @@ LOADERS = {
     "generate": "load_generate_fn",
     "filter": "load_filter_fn",
     "rollout": "load_rollout_fn",
+    "sample_filter": "load_sample_filter_fn",
+    "reward_post_process": "load_reward_post_process_fn",
 }
 
 

@@ -408,11 +408,18 @@ class PluginConfig:
     )
     dynamic_sampling_filter_path: str | None = arg(None, "fn(args, samples) -> bool|DynamicFilterOutput per group (DAPO).")
     data_source_path: str | None = arg(None, "Data source class (default: the prompt-data source with a buffer).")
-    buffer_filter_path: str | None = arg(None, "fn(args, rollout_id, buffer, num_samples) -> groups taken from the buffer.")
-    rollout_sample_filter_path: str | None = arg(None, "fn(args, samples) marking samples excluded from the loss.")
-    custom_reward_post_process_path: str | None = arg(None, "fn(args, samples) -> (raw_rewards, rewards).")
-    custom_convert_samples_to_train_data_path: str | None = arg(None, "fn(args, samples) -> train data dict.")
-    rollout_data_postprocess_path: str | None = arg(None, "fn(args, samples) after log-probs are known.")
+    buffer_filter_path: str | None = arg(None, "Upstream's buffer filter: refused (this data source has no buffer).")
+    rollout_sample_filter_path: str | None = arg(
+        None, "fn(args, groups) setting sample.remove_sample: those samples stay in their group's baseline and "
+        "the step's sample count with nothing in the loss (not run on one rank); e.g. "
+        "slime.rollout.filters:remove_zero_std_groups.")
+    custom_reward_post_process_path: str | None = arg(
+        None, "fn(args, samples) -> (raw_rewards, rewards): the rewards the advantages use, replacing the "
+        "estimator's own normalisation (GRPO's group mean/std).")
+    custom_convert_samples_to_train_data_path: str | None = arg(
+        None, "Upstream's samples-to-train-data hook: refused (this trainer trains on Sample objects).")
+    rollout_data_postprocess_path: str | None = arg(
+        None, "Upstream's rollout_data hook: refused (this trainer trains on Sample objects).")
     custom_pg_loss_reducer_function_path: str | None = arg(None, "Reducer used for pg_loss only.")
     custom_config_path: str | None = arg(None, "YAML of values for custom functions (exposed in extras).")
     extra_args_provider_path: str | None = arg(
@@ -1066,7 +1073,24 @@ def _check(cond: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+# Upstream slime hooks on things this trainer does not have: refused, never accepted and ignored.
+_UNSUPPORTED_HOOKS = {
+    "buffer_filter_path": "the prompt data source keeps no rollout buffer (no partial rollouts), so there is "
+                          "nothing for it to pick from; choose groups with --dynamic-sampling-filter-path, or pass "
+                          "a data source that selects its own (--data-source-path)",
+    "custom_convert_samples_to_train_data_path": "this trainer trains on Sample objects, not on upstream's "
+                                                 "rollout_data dict",
+    "rollout_data_postprocess_path": "this trainer trains on Sample objects, not on upstream's rollout_data dict",
+}
+_HOOK_ALTERNATIVES = ("use --rollout-sample-filter-path (take samples out of the loss), "
+                      "--custom-reward-post-process-path (rewards before the advantages), or a "
+                      "--custom-generate-function-path that sets each sample's loss_mask")
+
+
 def _validate(v: dict[str, Any]) -> None:
+    for name, why in _UNSUPPORTED_HOOKS.items():
+        _check(not v[name], f"--{name.replace('_', '-')} is not supported: {why}"
+                            + ("" if name == "buffer_filter_path" else f"; {_HOOK_ALTERNATIVES}"))
     positive_ints = (
         "actor_num_nodes", "actor_num_gpus_per_node", "rollout_num_gpus_per_engine", "rollout_batch_size",
         "n_samples_per_prompt", "global_batch_size", "micro_batch_size", "update_weights_interval",

@@ -41,6 +41,8 @@ KIND_NAMES: dict[str, tuple[str, ...]] = {
     "generate": ("generate", "custom_generate"),
     "rollout": ("generate_rollout", "rollout", "custom_rollout"),
     "filter": ("dynamic_sampling_filter", "filter_fn", "check_reward_nonzero_std"),
+    "sample_filter": ("rollout_sample_filter", "filter_function", "sample_filter"),
+    "reward_post_process": ("post_process_rewards", "reward_post_process", "custom_reward_post_process"),
     "data_source": ("DataSource", "data_source", "get_data_source"),
     "args_provider": ("add_custom_arguments", "add_arguments", "extra_args_provider"),
 }
@@ -480,6 +482,37 @@ def adapt_filter(fn: Callable[..., Any], config: Any) -> Callable[[list[Any]], A
         raise PluginError(f"dynamic sampling filter {_describe(fn)} fits no contract: use fn(args, samples, **kwargs)")
     ns = _args_namespace(config)
     return lambda samples, **kwargs: fn(ns, samples, **kwargs)
+
+
+def load_sample_filter_fn(spec: str, config: Any) -> Callable[[list[list[Any]]], None]:
+    """--rollout-sample-filter-path: fn(args, groups) that sets `sample.remove_sample` in place."""
+    fn = load_plugin(spec, "sample_filter")
+    if not callable(fn) or not _accepts(fn, 2):
+        raise PluginError(f"rollout sample filter {_describe(fn)} fits no contract: use fn(args, groups)")
+    ns = _args_namespace(config)
+    return lambda groups: fn(ns, groups)
+
+
+def load_reward_post_process_fn(spec: str, config: Any) -> Callable[[list[Any]], tuple[list[float], list[float]]]:
+    """--custom-reward-post-process-path: fn(args, samples) -> (raw_rewards, rewards), one each per
+    sample; `rewards` replace the estimator's own normalisation (the GRPO group baseline)."""
+    fn = load_plugin(spec, "reward_post_process")
+    if not callable(fn) or not _accepts(fn, 2):
+        raise PluginError(f"reward post-process {_describe(fn)} fits no contract: use fn(args, samples)")
+    ns = _args_namespace(config)
+
+    def call(samples: list[Any]) -> tuple[list[float], list[float]]:
+        out = fn(ns, samples)
+        if not (isinstance(out, tuple | list) and len(out) == 2):
+            raise PluginError(f"reward post-process {_describe(fn)} must return (raw_rewards, rewards), "
+                              f"got {type(out).__name__}")
+        raw, rewards = (list(map(float, x)) for x in out)
+        if len(raw) != len(samples) or len(rewards) != len(samples):
+            raise PluginError(f"reward post-process {_describe(fn)} returned {len(raw)} raw rewards and "
+                              f"{len(rewards)} rewards for {len(samples)} samples")
+        return raw, rewards
+
+    return call
 
 
 def load_generate_fn(spec: str, config: Any) -> Callable[..., Any]:

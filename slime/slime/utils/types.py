@@ -39,6 +39,9 @@ class Sample:
     session_id: str | None = None
     status: Status = Status.PENDING
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Set by a --rollout-sample-filter-path plugin: the sample stays in its group (it counts in the
+    # group baseline and in the step's sample count) but contributes nothing to the loss.
+    remove_sample: bool = False
 
     @property
     def prompt_length(self) -> int:

@@ -417,3 +417,101 @@ def test_full_finetune_kl_uses_frozen_initial_reference(tiny_model_path):
     for s, r in zip(samples, ref, strict=True):
         assert max(abs(u - v) for u, v in zip(r, _reference_log_probs(actor.ref_model, s), strict=True)) < 1e-5
     assert not any(p.requires_grad for p in actor.ref_model.parameters())
+
+
+# ----------------------------------------------------------------------------- sample filter, reward post-process
+def _three_groups() -> list[Sample]:
+    """Groups of 2 with rewards (0, 1), (1, 1), (0, 1): the middle group has no reward spread."""
+    samples = _samples(6)
+    for s, r in zip(samples, (0.0, 1.0, 1.0, 1.0, 0.0, 1.0), strict=True):
+        s.reward = r
+    return samples
+
+
+def test_removed_samples_are_not_run_and_leave_the_other_groups_update_unchanged(tiny_model_path):
+    from slime.rollout.filters import remove_zero_std_groups
+
+    flags = ("--rollout-batch-size", "3", "--use-dynamic-batch-size", "--max-tokens-per-gpu", "64",
+             "--use-lora", "--lora-rank", "4")
+    args_all, args_rm = _args(tiny_model_path, *flags), _args(tiny_model_path, *flags)
+    torch.manual_seed(0)
+    everything = FSDPTrainActor(ActorConfig.from_args(args_all), args_all)
+    torch.manual_seed(0)
+    removed = FSDPTrainActor(ActorConfig.from_args(args_rm), args_rm)
+    kept = _three_groups()
+    remove_zero_std_groups(args_rm, [kept[i:i + 2] for i in range(0, 6, 2)])
+    assert [s.remove_sample for s in kept] == [False, False, True, True, False, False]
+    m_all = train_rollout(everything, args_all, _three_groups(), build_loss_call(args_all))
+    m_rm = train_rollout(removed, args_rm, kept, build_loss_call(args_rm))
+    assert m_rm["train/removed_samples"] == 2 and m_all["train/removed_samples"] == 0
+    # the removed group's rows were not run
+    assert m_rm["perf/train_tokens"] == m_all["perf/train_tokens"] - sum(len(s.tokens) for s in kept[2:4])
+    # a group with no reward spread has zero GRPO advantage: the gradient is the same without it
+    # (compared before Adam, whose first step turns fp-rounding-sized gradients into +-lr)
+    assert m_rm["gradient/norm"] > 0
+    assert m_rm["gradient/norm"] == pytest.approx(m_all["gradient/norm"], rel=1e-5)
+    grads = {n: p.grad for n, p in removed.model.named_parameters() if p.requires_grad}
+    for name, p in everything.model.named_parameters():
+        if p.requires_grad:
+            assert torch.allclose(grads[name], p.grad, atol=1e-6 * m_all["gradient/norm"]), name
+
+
+def test_a_step_whose_samples_are_all_removed_changes_nothing(tiny_model_path):
+    args = _args(tiny_model_path)
+    actor = FSDPTrainActor(ActorConfig.from_args(args), args)
+    before = {n: p.detach().clone() for n, p in actor.model.named_parameters()}
+    samples = _samples()
+    for s in samples:
+        s.remove_sample = True
+    metrics = train_rollout(actor, args, samples, build_loss_call(args))
+    assert metrics["perf/train_tokens"] == 0 and metrics["gradient/norm"] == 0
+    for n, p in actor.model.named_parameters():
+        assert torch.equal(before[n], p), n
+
+
+def test_reward_post_process_replaces_the_group_normalisation(tiny_model_path, tmp_path):
+    from slime.utils.plugins import PluginError
+
+    plugin = tmp_path / "post.py"
+    plugin.write_text("def post_process_rewards(args, samples):\n"
+                      "    raw = [s.reward for s in samples]\n"
+                      "    return raw, [2.0 * r - 1.0 for r in raw]\n"
+                      "def short(args, samples):\n"
+                      "    return [0.0], [0.0]\n")
+    plain = _args(tiny_model_path)
+    custom = _args(tiny_model_path, "--custom-reward-post-process-path", str(plugin))
+    m_plain = train_rollout(FSDPTrainActor(ActorConfig.from_args(plain), plain), plain, _samples(),
+                            build_loss_call(plain))
+    m_custom = train_rollout(FSDPTrainActor(ActorConfig.from_args(custom), custom), custom, _samples(),
+                             build_loss_call(custom))
+    assert m_plain["train/advantage_abs_mean"] == pytest.approx(0.5 ** 0.5, rel=1e-4)  # (r - mean) / std, groups (0, 1)
+    assert m_custom["train/advantage_abs_mean"] == pytest.approx(1.0)  # the plugin's +-1, not normalised again
+    bad = _args(tiny_model_path, "--custom-reward-post-process-path", f"{plugin}:short")
+    with pytest.raises(PluginError, match="returned 1 raw rewards and 1 rewards for 4 samples"):
+        train_rollout(FSDPTrainActor(ActorConfig.from_args(bad), bad), bad, _samples(), build_loss_call(bad))
+
+
+def test_rollout_manager_applies_the_sample_filter_and_counts_it(tmp_path):
+    from slime.ray.rollout_manager import RolloutManager
+
+    rollout = tmp_path / "rollout.py"
+    rollout.write_text("from slime.utils.types import Sample\n"
+                       "def generate_rollout(args, rollout_id, data_source, evaluation=False):\n"
+                       "    rewards = [(1.0, 1.0), (0.0, 1.0)]\n"
+                       "    return [[Sample(index=2 * g + k, tokens=[1, 2, 3], response_length=1, reward=r)\n"
+                       "             for k, r in enumerate(group)] for g, group in enumerate(rewards)]\n")
+    cfg = parse_config(["--hf-checkpoint", "unused", "--rollout-function-path", f"{rollout}:generate_rollout",
+                        "--rollout-sample-filter-path", "slime.rollout.filters:remove_zero_std_groups",
+                        "--rollout-batch-size", "2", "--n-samples-per-prompt", "2"])
+    samples, metrics = RolloutManager(cfg, "unused", log_dir=str(tmp_path)).generate(0)
+    assert [s.remove_sample for s in samples] == [True, True, False, False]
+    assert metrics["rollout/removed_samples"] == 2
+
+
+@pytest.mark.parametrize("flag", ["--buffer-filter-path", "--custom-convert-samples-to-train-data-path",
+                                  "--rollout-data-postprocess-path"])
+def test_upstream_hooks_this_trainer_has_no_place_for_are_refused(flag):
+    from slime.utils.arguments import ConfigError
+
+    with pytest.raises(ConfigError, match=f"{flag} is not supported: "):
+        parse_config(["--hf-checkpoint", "x", flag, "my_hooks.py:fn"])

@@ -84,6 +84,7 @@ def train_rollout(actor: FSDPTrainActor, args: Any, samples: list[Sample], loss_
                   sample_weights: list[float] | None = None) -> dict[str, float]:
     """Train on one rollout; returns step-averaged metrics (identical on every rank)."""
     from slime.algorithms.compute import compute_advantages
+    from slime.rollout.plugins_io import load_optional
 
     t0 = time.perf_counter()
     n = len(samples)
@@ -103,8 +104,23 @@ def train_rollout(actor: FSDPTrainActor, args: Any, samples: list[Sample], loss_
     tokens = [list(s.tokens) for s in samples]
     resp = [int(s.response_length) for s in samples]
     masks = [list(s.loss_mask) if s.loss_mask is not None else [1] * s.response_length for s in samples]
+    # Removed samples (--rollout-sample-filter-path) keep their place in the group baseline and the
+    # step's sample count, with nothing in the loss.
+    loss_masks = [[0] * resp[i] if s.remove_sample else masks[i] for i, s in enumerate(samples)]
+    # A row with nothing in the loss is not run on one rank (every loss term is masked there). Under
+    # FSDP2 every rank must make the same forward calls, so several ranks still run such rows.
+    skipped = {i for i in range(n) if not any(loss_masks[i])} if actor.world_size == 1 else set()
+    run_indices = [i for i in my_indices if i not in skipped]
     rollout_lp = [s.rollout_log_probs for s in samples]
     have_rollout_lp = all(r is not None for r in rollout_lp)
+
+    def log_probs(reference: bool) -> list[list[float]]:
+        mine = dict(zip(run_indices, actor.compute_log_probs([tokens[i] for i in run_indices],
+                                                              [resp[i] for i in run_indices], reference=reference),
+                        strict=True))
+        for i in skipped:  # never read: the row's loss mask is all zero
+            mine[i] = list(rollout_lp[i]) if rollout_lp[i] is not None else [0.0] * resp[i]
+        return _all_gather_rows(actor, n, mine)
 
     timings: dict[str, float] = {}
     t = time.perf_counter()
@@ -113,27 +129,29 @@ def train_rollout(actor: FSDPTrainActor, args: Any, samples: list[Sample], loss_
             raise ValueError("--use-rollout-logprobs but some samples have no rollout_log_probs")
         old_lp = [list(r) for r in rollout_lp]  # type: ignore[arg-type]
     else:
-        mine = actor.compute_log_probs([tokens[i] for i in my_indices], [resp[i] for i in my_indices])
-        old_lp = _all_gather_rows(actor, n, dict(zip(my_indices, mine, strict=True)))
+        old_lp = log_probs(reference=False)
     timings["perf/old_log_probs_time"] = time.perf_counter() - t
     ref_lp = None
     need_ref = bool(getattr(args, "use_kl_loss", False)) or float(getattr(args, "kl_coef", 0.0)) > 0
     if need_ref:
         t = time.perf_counter()
-        mine = actor.compute_log_probs([tokens[i] for i in my_indices], [resp[i] for i in my_indices], reference=True)
-        ref_lp = _all_gather_rows(actor, n, dict(zip(my_indices, mine, strict=True)))
+        ref_lp = log_probs(reference=True)
         timings["perf/ref_log_probs_time"] = time.perf_counter() - t
 
     width = max(resp) if resp else 0
     mask_t = _pad([[float(x) for x in m] for m in masks], width)
     rewards = torch.tensor([_reward(args, s) for s in samples], dtype=torch.float32)
+    post_process = load_optional(args, "custom_reward_post_process_path", "reward_post_process")
+    if post_process is not None:
+        _, processed = post_process(samples)
+        rewards = torch.tensor(processed, dtype=torch.float32)
     teacher = None
     if all(s.teacher_log_probs is not None for s in samples):
         teacher = _pad([list(s.teacher_log_probs) for s in samples], width)  # type: ignore[arg-type]
     adv = compute_advantages(args, rewards=rewards, mask=mask_t, group_size=group_size,
                              old_log_probs=_pad(old_lp, width),
                              ref_log_probs=_pad(ref_lp, width) if ref_lp is not None else None,
-                             teacher_log_probs=teacher)
+                             teacher_log_probs=teacher, rewards_processed=post_process is not None)
     advantages = adv.advantages
     if sample_weights is not None:
         advantages = advantages * torch.tensor(sample_weights, dtype=torch.float32).unsqueeze(-1)
@@ -142,7 +160,7 @@ def train_rollout(actor: FSDPTrainActor, args: Any, samples: list[Sample], loss_
         return [t[i, : resp[i]].tolist() for i in range(n)]
 
     batch: dict[str, Any] = {
-        "tokens": tokens, "response_lengths": resp, "loss_masks": masks, "advantages": rows(advantages),
+        "tokens": tokens, "response_lengths": resp, "loss_masks": loss_masks, "advantages": rows(advantages),
         "old_log_probs": old_lp, "rewards": rewards.tolist(),
         "rollout_log_probs": [list(r) for r in rollout_lp] if have_rollout_lp else None,
         "ref_log_probs": ref_lp,
@@ -152,8 +170,8 @@ def train_rollout(actor: FSDPTrainActor, args: Any, samples: list[Sample], loss_
     per_token = bool(getattr(args, "calculate_per_token_loss", False))
     step_metrics: list[dict[str, float]] = []
     for sl in slices:
-        shard = sl[actor.rank :: actor.world_size]
-        denominators = {"samples": float(len(sl)), "tokens": float(sum(sum(masks[i]) for i in sl)),
+        shard = [i for i in sl[actor.rank :: actor.world_size] if i not in skipped]
+        denominators = {"samples": float(len(sl)), "tokens": float(sum(sum(loss_masks[i]) for i in sl)),
                         "per_token": per_token}
         step_metrics.append(actor.train_step(batch, shard, denominators, loss_call))
     out: dict[str, float] = {}
@@ -166,6 +184,7 @@ def train_rollout(actor: FSDPTrainActor, args: Any, samples: list[Sample], loss_
     out["perf/train_time"] = total
     out["perf/train_tokens_per_s"] = out["perf/train_tokens"] / max(total, 1e-9)
     out["train/num_samples"] = float(n)
+    out["train/removed_samples"] = float(sum(s.remove_sample for s in samples))
     out["train/num_steps"] = float(len(slices))
     out["train/advantage_abs_mean"] = float((advantages.abs() * mask_t).sum() / mask_t.sum().clamp_min(1))
     return out
