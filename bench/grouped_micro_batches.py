@@ -71,12 +71,29 @@ def by_length_only(actor) -> None:
     actor._micro_batches = micro_batches
 
 
-def step(actor, args, loss_call, samples, rollout_lp) -> None:
+def step(actor, args, loss_call, samples, rollout_lp) -> dict:
     from slime.backends.fsdp.train_loop import train_rollout
 
     for s, lp in zip(samples, rollout_lp, strict=True):
         s.rollout_log_probs = list(lp)
-    train_rollout(actor, args, samples, loss_call)  # the reference log-prob pass (KL) is part of it
+    return train_rollout(actor, args, samples, loss_call)  # the reference log-prob pass (KL) is part of it
+
+
+def interleaved_times(run_a, run_b, reps: int) -> tuple[list[float], list[float]]:
+    """Wall-clock seconds of `reps` alternating calls of run_a and run_b: load on the machine
+    affects both alike."""
+    times_a, times_b = [], []
+    for _ in range(reps):
+        for run, times in ((run_a, times_a), (run_b, times_b)):
+            t0 = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - t0)
+    return times_a, times_b
+
+
+def machine_line(load: float) -> str:
+    return (f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load avg at start "
+            f"{load:.1f}, torch threads {torch.get_num_threads()}, torch {torch.__version__}")
 
 
 def main() -> None:
@@ -102,17 +119,10 @@ def main() -> None:
     mbs_grouped, mbs_mixed = grouped[0]._micro_batches(toks, lens), mixed[0]._micro_batches(toks, lens)
     step(*grouped, make_samples(vocab), rollout_lp)  # warm-up
     step(*mixed, make_samples(vocab), rollout_lp)
-    t_grouped, t_mixed = [], []
-    for _ in range(a.reps):  # interleaved: machine load affects both alike
-        t0 = time.perf_counter()
-        step(*grouped, make_samples(vocab), rollout_lp)
-        t_grouped.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        step(*mixed, make_samples(vocab), rollout_lp)
-        t_mixed.append(time.perf_counter() - t0)
+    t_grouped, t_mixed = interleaved_times(lambda: step(*grouped, make_samples(vocab), rollout_lp),
+                                           lambda: step(*mixed, make_samples(vocab), rollout_lp), a.reps)
     mg, mm = statistics.median(t_grouped), statistics.median(t_mixed)
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load avg at start {load:.1f}, "
-          f"torch threads {torch.get_num_threads()}, torch {torch.__version__}")
+    print(machine_line(load))
     print(f"batch: {GROUPS} prompts x {PER_GROUP} samples, {sum(map(len, toks))} tokens, "
           f"{sum(lens)} trained; LoRA r8 attention, fp32, KL to the base")
     print(f"micro-batches: grouped {len(mbs_grouped)} (shared prompt in "

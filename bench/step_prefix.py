@@ -15,23 +15,21 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
-import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
-from grouped_micro_batches import OPENING, PER_GROUP, build_actor, make_samples  # noqa: E402 (this folder)
-
-
-def step(actor, args, loss_call, samples, rollout_lp) -> dict:
-    from slime.backends.fsdp.train_loop import train_rollout
-
-    for s, lp in zip(samples, rollout_lp, strict=True):
-        s.rollout_log_probs = list(lp)
-    return train_rollout(actor, args, samples, loss_call)
+from grouped_micro_batches import (  # noqa: E402 (this folder)
+    OPENING,
+    PER_GROUP,
+    build_actor,
+    interleaved_times,
+    machine_line,
+    make_samples,
+    step,
+)
 
 
 def main() -> None:
@@ -62,17 +60,10 @@ def main() -> None:
     assert prefix is not None and prefix.length >= OPENING, "the step prefix did not apply to this batch"
     norms = (step(*once, batch(), rollout_lp)["gradient/norm"],  # warm-up, and the same update both ways
              step(*per_mb, batch(), rollout_lp)["gradient/norm"])
-    t_once, t_per = [], []
-    for _ in range(a.reps):  # interleaved: machine load affects both alike
-        t0 = time.perf_counter()
-        step(*once, batch(), rollout_lp)
-        t_once.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        step(*per_mb, batch(), rollout_lp)
-        t_per.append(time.perf_counter() - t0)
+    t_once, t_per = interleaved_times(lambda: step(*once, batch(), rollout_lp),
+                                      lambda: step(*per_mb, batch(), rollout_lp), a.reps)
     mo, mp = statistics.median(t_once), statistics.median(t_per)
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load avg at start {load:.1f}, "
-          f"torch threads {torch.get_num_threads()}, torch {torch.__version__}")
+    print(machine_line(load))
     print(f"batch: {a.groups} prompts x {PER_GROUP} samples, {n_mbs} micro-batches, {prefix.length}-token shared "
           f"opening, {sum(map(len, toks))} tokens, {sum(lens)} trained; LoRA r8 attention, fp32, KL to the base")
     print(f"first update's gradient norm: opening once {norms[0]:.6f}, per micro-batch {norms[1]:.6f}")

@@ -247,22 +247,35 @@ def test_shared_prompt_forward_matches_padded_forward_values_and_training(tiny_m
     toks, lens = [s.tokens for s in samples], [s.response_length for s in samples]
     (mb,) = shared._micro_batches(toks, lens)
     assert mb.shared_prompt_length() == 5
+    before = _assert_same_log_probs_and_update(shared, shared_args, plain, plain_args, _group_samples)
+    changed = shared.compute_log_probs(toks, lens)
+    assert any(abs(u - v) > 1e-4 for x, y in zip(changed, before, strict=True) for u, v in zip(x, y, strict=True))
+
+
+def _assert_same_log_probs_and_update(fast: FSDPTrainActor, fast_args, plain: FSDPTrainActor, plain_args,
+                                      make_samples) -> list[list[float]]:
+    """`fast` (a forward that skips repeated work) and `plain` (the padded forward) must give the
+    same log-probs, reference log-probs, gradient and trained LoRA weights on `make_samples()`.
+    Returns fast's log-probs before training."""
+    samples = make_samples()
+    toks, lens = [s.tokens for s in samples], [s.response_length for s in samples]
+    before = []
     for reference in (False, True):
-        a = shared.compute_log_probs(toks, lens, reference=reference)
+        a = fast.compute_log_probs(toks, lens, reference=reference)
         b = plain.compute_log_probs(toks, lens, reference=reference)
+        before = before or a
         for s, x, y in zip(samples, a, b, strict=True):
             assert len(x) == s.response_length
             assert max(abs(u - v) for u, v in zip(x, y, strict=True)) < 1e-5
-    m_shared = train_rollout(shared, shared_args, [s for s in samples], build_loss_call(shared_args))
-    m_plain = train_rollout(plain, plain_args, _group_samples(), build_loss_call(plain_args))
-    assert m_shared["gradient/norm"] > 0
-    assert abs(m_shared["gradient/norm"] - m_plain["gradient/norm"]) < 1e-4 * m_plain["gradient/norm"]
-    trained = {n: p for n, p in shared.model.named_parameters() if p.requires_grad}
+    m_fast = train_rollout(fast, fast_args, samples, build_loss_call(fast_args))
+    m_plain = train_rollout(plain, plain_args, make_samples(), build_loss_call(plain_args))
+    assert m_fast["gradient/norm"] > 0
+    assert abs(m_fast["gradient/norm"] - m_plain["gradient/norm"]) < 1e-4 * m_plain["gradient/norm"]
+    trained = {n: p for n, p in fast.model.named_parameters() if p.requires_grad}
     for n, p in plain.model.named_parameters():
         if p.requires_grad:
             assert torch.allclose(trained[n], p, atol=1e-6), n
-    changed = shared.compute_log_probs(toks, lens)
-    assert any(abs(u - v) > 1e-4 for x, y in zip(changed, a, strict=True) for u, v in zip(x, y, strict=True))
+    return before
 
 
 def _samples_with_one_opening(opening_len: int = 20) -> list[Sample]:
@@ -306,20 +319,7 @@ def test_step_prefix_matches_padded_forward_values_and_training(tiny_model_path,
     prefix = step._step_prefix(step.model, toks, lens, len(mbs))
     assert prefix is not None and prefix.length == 20
     assert plain._step_prefix(plain.model, toks, lens, len(mbs)) is None
-    for reference in (False, True):
-        a = step.compute_log_probs(toks, lens, reference=reference)
-        b = plain.compute_log_probs(toks, lens, reference=reference)
-        for s, x, y in zip(samples, a, b, strict=True):
-            assert len(x) == s.response_length
-            assert max(abs(u - v) for u, v in zip(x, y, strict=True)) < 1e-5
-    m_step = train_rollout(step, step_args, samples, build_loss_call(step_args))
-    m_plain = train_rollout(plain, plain_args, _samples_with_one_opening(), build_loss_call(plain_args))
-    assert m_step["gradient/norm"] > 0
-    assert abs(m_step["gradient/norm"] - m_plain["gradient/norm"]) < 1e-4 * m_plain["gradient/norm"]
-    trained = {n: p for n, p in step.model.named_parameters() if p.requires_grad}
-    for n, p in plain.model.named_parameters():
-        if p.requires_grad:
-            assert torch.allclose(trained[n], p, atol=1e-6), n
+    _assert_same_log_probs_and_update(step, step_args, plain, plain_args, _samples_with_one_opening)
 
 
 def test_shared_prompt_length_needs_identical_prompts():
