@@ -302,12 +302,15 @@ def test_common_prefix_length_stops_one_short_of_the_shortest_prompt():
     assert common_prefix_length([], []) == 0
 
 
-@pytest.mark.parametrize("max_tokens", [256, 30])  # a micro-batch per group (shared prompt) / per row (padded)
-def test_step_prefix_matches_padded_forward_values_and_training(tiny_model_path, max_tokens):
+@pytest.mark.parametrize(("batching", "num_micro_batches"), [
+    (("--use-dynamic-batch-size", "--max-tokens-per-gpu", "256"), 3),  # a micro-batch per group (shared prompt)
+    (("--use-dynamic-batch-size", "--max-tokens-per-gpu", "30"), 6),  # a micro-batch per row
+    (("--micro-batch-size", "3"), 2),  # rows of different prompts padded together
+])
+def test_step_prefix_matches_padded_forward_values_and_training(tiny_model_path, batching, num_micro_batches):
     """Rows that all open with the same tokens run them once per step; log-probs, reference
     log-probs, the gradient and the trained LoRA weights must equal the plain padded forward's."""
-    flags = ("--use-dynamic-batch-size", "--max-tokens-per-gpu", str(max_tokens), "--use-lora", "--lora-rank", "4",
-             "--rollout-batch-size", "3", "--n-samples-per-prompt", "2")
+    flags = (*batching, "--use-lora", "--lora-rank", "4", "--rollout-batch-size", "3", "--n-samples-per-prompt", "2")
     step_args = _args(tiny_model_path, *flags)
     plain_args = _args(tiny_model_path, *flags, "--disable-shared-prompt-forward", "--disable-step-prefix-forward")
     step = FSDPTrainActor(ActorConfig.from_args(step_args), step_args)
@@ -315,7 +318,7 @@ def test_step_prefix_matches_padded_forward_values_and_training(tiny_model_path,
     samples = _samples_with_one_opening()
     toks, lens = [s.tokens for s in samples], [s.response_length for s in samples]
     mbs = step._micro_batches(toks, lens)
-    assert len(mbs) == (3 if max_tokens == 256 else 6)
+    assert len(mbs) == num_micro_batches
     prefix = step._step_prefix(step.model, toks, lens, len(mbs))
     assert prefix is not None and prefix.length == 20
     assert plain._step_prefix(plain.model, toks, lens, len(mbs)) is None
