@@ -259,11 +259,12 @@ def _assert_same_log_probs_and_update(fast: FSDPTrainActor, fast_args, plain: FS
     Returns fast's log-probs before training."""
     samples = make_samples()
     toks, lens = [s.tokens for s in samples], [s.response_length for s in samples]
-    before = []
+    before: list[list[float]] = []
     for reference in (False, True):
         a = fast.compute_log_probs(toks, lens, reference=reference)
         b = plain.compute_log_probs(toks, lens, reference=reference)
-        before = before or a
+        if not reference:
+            before = a
         for s, x, y in zip(samples, a, b, strict=True):
             assert len(x) == s.response_length
             assert max(abs(u - v) for u, v in zip(x, y, strict=True)) < 1e-5
