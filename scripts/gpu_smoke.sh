@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
 # One-GPU smoke test of the production path: megatron-core training + SGLang rollout,
-# a 2-step GRPO run, weight sync to SGLang, checkpoint save. Expected output: slime/docs/megatron.md.
+# a 2-step GRPO run, weight sync to the rollout engine, checkpoint save. Expected output:
+# slime/docs/megatron.md.
 #
 #   bash scripts/gpu_smoke.sh                 # the embedded SmolLM2-135M (local, no download)
 #   MODEL_PATH=/path/to/Qwen3-0.6B bash scripts/gpu_smoke.sh
 #   TP=2 bash scripts/gpu_smoke.sh            # tensor parallel over 2 GPUs (needs 2)
+#   ROLLOUT_BACKEND=embedded bash scripts/gpu_smoke.sh   # no SGLang: the transformers engine on the GPU
+#   TRAIN_BACKEND=fsdp bash scripts/gpu_smoke.sh         # the FSDP backend instead of megatron-core
 #
-# Installs nothing: it checks for the driver, CUDA torch, megatron-core and SGLang and says
+# Installs nothing: it checks for the driver, CUDA torch and the backends' packages and says
 # what is missing. Everything it writes goes to $OUT (default: a fresh /tmp folder).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TP=${TP:-1}
 STEPS=${STEPS:-2}
+TRAIN_BACKEND=${TRAIN_BACKEND:-megatron}
+ROLLOUT_BACKEND=${ROLLOUT_BACKEND:-sglang}
+case "$TRAIN_BACKEND" in megatron|fsdp) ;; *) echo "error: TRAIN_BACKEND must be megatron or fsdp, not '$TRAIN_BACKEND'" >&2; exit 2;; esac
+case "$ROLLOUT_BACKEND" in sglang|embedded) ;; *) echo "error: ROLLOUT_BACKEND must be sglang or embedded, not '$ROLLOUT_BACKEND'" >&2; exit 2;; esac
+if [ "$TRAIN_BACKEND" = fsdp ] && [ "$TP" != 1 ]; then
+  echo "error: TP=$TP needs TRAIN_BACKEND=megatron (the FSDP backend has no tensor parallelism)" >&2; exit 2
+fi
 
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   echo "error: nvidia-smi not found: this smoke test needs an NVIDIA GPU and its driver." >&2
@@ -23,9 +33,9 @@ echo "== GPUs"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 
 echo "== Python packages"
-python - "$TP" <<'PY'
+python - "$TP" "$TRAIN_BACKEND" "$ROLLOUT_BACKEND" <<'PY'
 import importlib.util, sys
-tp = int(sys.argv[1])
+tp, train_backend, rollout_backend = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 missing = []
 try:
     import torch
@@ -36,8 +46,12 @@ if not torch.cuda.is_available():
     missing.append("a CUDA build of torch (this one is CPU-only: pip install torch==<version>+cu12x from the PyTorch index)")
 elif torch.cuda.device_count() < tp:
     missing.append(f"{tp} GPUs for TP={tp} (found {torch.cuda.device_count()})")
-for mod, hint in (("megatron.core", "pip install megatron-core==0.16.1"),
-                  ("sglang", "pip install -r requirements-gpu.txt (SGLang)")):
+needed = [("ray", "pip install -r requirements.txt")]
+if train_backend == "megatron":
+    needed.append(("megatron.core", "pip install megatron-core==0.16.1, or TRAIN_BACKEND=fsdp"))
+if rollout_backend == "sglang":
+    needed.append(("sglang", "pip install -r requirements-gpu.txt (SGLang), or ROLLOUT_BACKEND=embedded"))
+for mod, hint in needed:
     if importlib.util.find_spec(mod) is None:
         missing.append(f"{mod}: {hint}")
     else:
@@ -51,6 +65,7 @@ PY
 MODEL=${MODEL_PATH:-$(python -m openclaw.models path)}
 OUT=${OUT:-$(mktemp -d /tmp/openclaw-gpu-smoke.XXXXXX)}
 mkdir -p "$OUT"
+echo "== backends: train $TRAIN_BACKEND, rollout $ROLLOUT_BACKEND"
 echo "== model: $MODEL"
 echo "== output: $OUT"
 
@@ -63,14 +78,23 @@ with open(sys.argv[1], "w") as f:
                             "label": str(a + b)}) + "\n")
 PY
 
+ENGINE_FLAGS=()
+if [ "$ROLLOUT_BACKEND" = sglang ]; then
+  ENGINE_FLAGS=(--sglang-mem-fraction-static 0.4 --sglang-context-length 2048)
+fi
+PARALLEL_FLAGS=()
+if [ "$TRAIN_BACKEND" = megatron ]; then
+  PARALLEL_FLAGS=(--tensor-model-parallel-size "$TP")
+fi
+
 export RAY_AUTH_MODE=disabled
 set -x
 python slime/train.py \
-  --train-backend megatron --tensor-model-parallel-size "$TP" \
+  --train-backend "$TRAIN_BACKEND" "${PARALLEL_FLAGS[@]}" \
   --hf-checkpoint "$MODEL" \
   --actor-num-gpus-per-node "$TP" --colocate \
-  --rollout-backend sglang --rollout-num-gpus "$TP" --rollout-num-gpus-per-engine "$TP" \
-  --sglang-mem-fraction-static 0.4 --sglang-context-length 2048 \
+  --rollout-backend "$ROLLOUT_BACKEND" --rollout-num-gpus "$TP" --rollout-num-gpus-per-engine "$TP" \
+  "${ENGINE_FLAGS[@]}" \
   --prompt-data "$OUT/prompts.jsonl" --apply-chat-template --label-key label --rm-type math \
   --rollout-batch-size 4 --n-samples-per-prompt 4 --rollout-max-response-len 64 --rollout-temperature 1.0 \
   --num-rollout "$STEPS" --global-batch-size 16 --micro-batch-size 4 \
@@ -79,9 +103,9 @@ python slime/train.py \
 set +x
 
 echo "== checks"
-python - "$OUT" "$STEPS" <<'PY'
+python - "$OUT" "$STEPS" "$ROLLOUT_BACKEND" <<'PY'
 import json, pathlib, sys
-out, steps = pathlib.Path(sys.argv[1]), int(sys.argv[2])
+out, steps, rollout_backend = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 records = [json.loads(line) for line in (out / "logs" / "metrics.jsonl").read_text().splitlines() if line.strip()]
 assert len(records) >= steps, f"expected {steps} logged steps, found {len(records)}"
 for r in records:
@@ -90,5 +114,5 @@ for r in records:
 assert records[-1].get("weights/version", 0) >= 1, "no weight sync happened"
 ckpt = out / "ckpt" / "checkpoint-latest"
 assert (ckpt / "model.safetensors").is_file() or any(ckpt.glob("model-*.safetensors")), f"no HF weights in {ckpt}"
-print(f"OK: {len(records)} GRPO steps, weights synced to SGLang, checkpoint at {ckpt.resolve()}")
+print(f"OK: {len(records)} GRPO steps, weights synced to the {rollout_backend} engine, checkpoint at {ckpt.resolve()}")
 PY

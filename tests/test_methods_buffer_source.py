@@ -244,3 +244,33 @@ def test_skipped_turns_are_not_repeated_while_waiting(tmp_path: Path) -> None:
     ds.cfg = M.DrainConfig(**{**ds.cfg.__dict__, "min_batch": 1})
     assert len(ds.take(5).records) == 2
     assert sum(line.startswith("skipped") for line in lines) == 1  # the retry names them no more
+
+
+def test_recorded_steps_source_hands_out_each_recorded_step_in_turn(tmp_path: Path) -> None:
+    """A replay's data source: step k gets exactly the turns the recorded trainer's ledger says it
+    trained at step k (not buffer order), and the end of the recording ends the replay."""
+    ids = _fill(tmp_path / "buf", SIGNALS)
+    with TrajectoryBuffer.open(tmp_path / "buf") as buf:  # a recorded run that took turns out of buffer order
+        buf.record_trained("openclaw-combine", [ids[5], ids[0]], step=0, weight_version=1, save_dir=None, base_model=None)
+        buf.record_trained("openclaw-combine", [ids[1], ids[4]], step=1, weight_version=2, save_dir=None, base_model=None)
+    args = _args(tmp_path / "buf", "combine", batch=2)
+    args.buffer_consumer_id = "openclaw-replay"
+    ds = M.RecordedStepsSource(args)
+    assert [r.turn_id for r in ds.take(2).records] == sorted([ids[5], ids[0]])
+    ds.on_trained(sorted([ids[5], ids[0]]), step=0, weight_version=1)  # the replay's own ledger rows
+    assert [r.turn_id for r in ds.take(2).records] == sorted([ids[1], ids[4]])
+    with pytest.raises(TimeoutError, match="the recorded run trained no step 2"):
+        ds.take(2)
+
+
+def test_recorded_steps_source_refuses_an_unusable_recording(tmp_path: Path) -> None:
+    ids = _fill(tmp_path / "buf", SIGNALS[:2])
+    args = _args(tmp_path / "buf", "combine", batch=1)
+    args.buffer_consumer_id = "openclaw-replay"
+    with pytest.raises(M.RecordedStepsError, match="records no trained step"):
+        M.RecordedStepsSource(args)
+    with TrajectoryBuffer.open(tmp_path / "buf") as buf:
+        buf.record_trained("openclaw-rl", [ids[0]], step=0, weight_version=1, save_dir=None, base_model=None)
+        buf.record_trained("openclaw-opd", [ids[1]], step=0, weight_version=1, save_dir=None, base_model=None)
+    with pytest.raises(M.RecordedStepsError, match="several trainers' steps"):
+        M.RecordedStepsSource(args)
