@@ -173,13 +173,13 @@ def replay(run: RecordedRun, out: Path, *, steps: int, extra: list[str], threads
 
     if out.exists() and any(out.iterdir()):
         raise ReplayError(f"--out {out} is not empty: a replay writes a fresh folder")
+    demo_args = run.demo_args() if evaluate else None
     copy_buffer(run.folder / "rl_buffer", out / "rl_buffer")
     ledger = ledger_steps(out / "rl_buffer")
     if not ledger:
         raise ReplayError(f"{run.folder}: the buffer's provenance ledger records no trained step to replay")
     torch.set_num_threads(threads)
     print(f"replaying {run.folder} (seed {run.seed}) into {out}; starting the engine on {run.model_path}", flush=True)
-    demo_args = run.demo_args() if evaluate else None
     # one thread, as the main job's in-process engine: the teacher's log-probs come out the same
     engine = EngineProcess(model_path=run.model_path, log_path=out / "engine.log", extra_env={"OMP_NUM_THREADS": "1"},
                            max_batch_size=48)
@@ -195,7 +195,7 @@ def replay(run: RecordedRun, out: Path, *, steps: int, extra: list[str], threads
                 t0 = time.monotonic()
                 rec = trainer.step_once()
                 if rec is None:
-                    print(f"the buffer has no more judged turns to train on after {len(done)} step(s)", flush=True)
+                    print(f"the recorded run trained {len(ledger)} step(s); replayed {len(done)}", flush=True)
                     break
                 recorded = run.steps[rec.step] if rec.step < len(run.steps) else None
                 step = ReplayedStep(rec.step, sorted(int(s.index) for s in rec.samples_data),
