@@ -31,7 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from openclaw.bridge.recorded import RecordedStepsError, recorded_steps
+from openclaw.bridge.recorded import RecordedStepsError
+from openclaw.buffer import DB_NAME
 
 REPLAY_CONSUMER = "openclaw-replay"
 PARAMS_FILE = "trained_params.safetensors"
@@ -55,7 +56,7 @@ class RecordedRun:
     @classmethod
     def load(cls, folder: Path) -> RecordedRun:
         flags_file, results_file = folder / "trainer_flags.txt", folder / "results.json"
-        for needed in (flags_file, results_file, folder / "rl_buffer" / "buffer.sqlite3"):
+        for needed in (flags_file, results_file, folder / "rl_buffer" / DB_NAME):
             if not needed.is_file():
                 raise ReplayError(f"{folder} is not a finished main-job run: {needed.name} is missing "
                                   f"(a run folder of `python -m openclaw.demo` holds trainer_flags.txt, "
@@ -132,26 +133,13 @@ def _override(flags: list[str], extra: list[str]) -> list[str]:
 def copy_buffer(source: Path, target: Path) -> None:
     """SQLite's online backup, not a file copy: a run's database may still have a write-ahead log."""
     target.mkdir(parents=True, exist_ok=True)
-    src = sqlite3.connect(f"file:{source / 'buffer.sqlite3'}?mode=ro", uri=True)
-    dst = sqlite3.connect(target / "buffer.sqlite3")
+    src = sqlite3.connect(f"file:{source / DB_NAME}?mode=ro", uri=True)
+    dst = sqlite3.connect(target / DB_NAME)
     try:
         src.backup(dst)
     finally:
         src.close()
         dst.close()
-
-
-def ledger_steps(buffer_dir: Path) -> dict[int, list[int]]:
-    """Step -> the turn ids the recorded run trained at it (the buffer's provenance ledger)."""
-    from openclaw.buffer import TrajectoryBuffer
-
-    buffer = TrajectoryBuffer.open(buffer_dir, create=False)
-    try:
-        return recorded_steps(buffer.ledger(), exclude_consumer=REPLAY_CONSUMER)
-    except RecordedStepsError as exc:
-        raise ReplayError(str(exc)) from None
-    finally:
-        buffer.close()
 
 
 def replay_flags(run: RecordedRun, out: Path, engine_addr: str, extra: list[str]) -> list[str]:
@@ -175,9 +163,6 @@ def replay(run: RecordedRun, out: Path, *, steps: int, extra: list[str], threads
         raise ReplayError(f"--out {out} is not empty: a replay writes a fresh folder")
     demo_args = run.demo_args() if evaluate else None
     copy_buffer(run.folder / "rl_buffer", out / "rl_buffer")
-    ledger = ledger_steps(out / "rl_buffer")
-    if not ledger:
-        raise ReplayError(f"{run.folder}: the buffer's provenance ledger records no trained step to replay")
     torch.set_num_threads(threads)
     print(f"replaying {run.folder} (seed {run.seed}) into {out}; starting the engine on {run.model_path}", flush=True)
     # one thread, as the main job's in-process engine: the teacher's log-probs come out the same
@@ -190,6 +175,7 @@ def replay(run: RecordedRun, out: Path, *, steps: int, extra: list[str], threads
         (out / "trainer_flags.txt").write_text(" ".join(flags) + "\n")
         torch.manual_seed(run.seed)  # as the main job seeds it before its trainer: the same LoRA init
         trainer = BackgroundTrainer(flags)
+        ledger = trainer.data_source.steps  # RecordedStepsSource: the run's steps, from its ledger
         try:
             while len(done) < steps:
                 t0 = time.monotonic()
@@ -307,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         steps = args.steps or run.evaluated_steps
         replay(run, out, steps=steps, extra=extra, threads=args.threads, evaluate=args.evaluate)
         return 0
-    except ReplayError as exc:
+    except (ReplayError, RecordedStepsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
