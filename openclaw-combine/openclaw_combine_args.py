@@ -1,12 +1,18 @@
 """Flags of openclaw-combine (`--extra-args-provider-path openclaw-combine/openclaw_combine_args.py`):
-the buffer and teacher flags (`openclaw.bridge.flags`) plus the two loss weights of combine_loss."""
+the buffer and teacher flags (`openclaw.bridge.flags`), the binary-RL half's reward (`--openclaw-rl-score`)
+plus the two loss weights of combine_loss."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from openclaw.bridge.flags import add_buffer_arguments, add_method_argument, add_teacher_arguments
+from openclaw.bridge.flags import (
+    add_buffer_arguments,
+    add_method_argument,
+    add_rl_score_argument,
+    add_teacher_arguments,
+)
 from openclaw.bridge.source import check_live_args
 
 
@@ -19,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> 
     add_buffer_arguments(parser)
     add_method_argument(parser, "combine")
     add_teacher_arguments(parser)
+    add_rl_score_argument(parser)  # the binary-RL half's reward: the judge's sign or graded score
     parser.add_argument("--openclaw-combine-w-opd", "--w-opd", dest="openclaw_combine_w_opd", type=float,
                         default=_env_float("OPENCLAW_COMBINE_W_OPD", 1.0),
                         help="weight of the OPD token advantage (teacher - old) (env OPENCLAW_COMBINE_W_OPD)")

@@ -23,6 +23,7 @@ from slime.utils.plugins import load_plugin_module
 from openclaw.bridge import BufferDataSource
 from openclaw.bridge.flags import DEFAULT_RL_BASELINE, DEFAULT_RL_SCORE
 from openclaw.bridge.reward import RlSignal, RunningBaseline
+from openclaw.bridge.source import drain
 from openclaw.buffer import TrajectoryBuffer, TurnRecord
 from openclaw.judge.config import JudgeConfig
 from openclaw.judge.graded import graded_score
@@ -113,6 +114,20 @@ def test_graded_drain_trains_on_the_mild_complaint_sign_drain_does_not(judged_bu
     if j[MILD]["score"] == 0.0:  # the head calls it neutral: the sign drops it, the grade keeps it
         assert f"s{FEEDBACK.index(MILD)}" in graded_turns - sign_turns
     assert graded_turns == {f"s{i}" for i, fb in enumerate(FEEDBACK) if fb != SILENCE}
+
+
+def test_combine_drain_rewards_the_graded_score(judged_buffer: Path) -> None:
+    """openclaw-combine's binary-RL half with --openclaw-rl-score graded: the drained samples' reward is
+    the judge's graded score (combine's provider defines the score flag, not the baseline ones)."""
+    j = _judgements(judged_buffer)
+    args = _args(judged_buffer, 10, "combine", openclaw_method="combine")
+    del args.openclaw_rl_baseline, args.openclaw_rl_baseline_decay
+    samples, _ = drain(args, BufferDataSource(args), "combine")
+    by_session = {s.session_id: s.reward for s in samples}
+    assert by_session == pytest.approx({f"s{i}": graded_score(j[fb]) for i, fb in enumerate(FEEDBACK) if fb != SILENCE})
+    args.openclaw_rl_score = "sign"
+    sign = BufferDataSource(argparse.Namespace(**{**vars(args), "buffer_consumer_id": "combine-sign"}))
+    assert not sign.graded
 
 
 def test_rollout_centres_by_the_running_baseline_and_carries_it(judged_buffer: Path) -> None:
@@ -228,6 +243,19 @@ def test_demo_presets_pick_the_signal_per_method() -> None:
     with pytest.raises(ValueError, match="binary RL"):
         method_flags("combine", model_path="m", engine_addr="e", buffer_dir="/b", batch_size=8, lr=1e-4, lora_rank=4,
                      wait_timeout=None, baseline="running")
-    bad = subprocess.run([sys.executable, "-m", "openclaw.demo", "--method", "combine", "--rl-score", "graded"],
-                         cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "--method rl" in bad.stderr
+    # combine's binary-RL half takes the graded score too; its data source reads the flag
+    combine = parse_args(["--rl-score", "graded"])
+    assert (combine.method, combine.baseline, combine.rl_score) == ("combine", "batch", "graded")
+    flags = method_flags("combine", model_path="m", engine_addr="127.0.0.1:1", buffer_dir="/b", batch_size=8, lr=2e-4,
+                         lora_rank=4, wait_timeout=None, rl_score=combine.rl_score)
+    args = parse_config(flags, env={}).to_namespace()
+    assert args.openclaw_rl_score == "graded" and not hasattr(args, "openclaw_rl_baseline")
+    assert RlSignal.from_args(args).score == "graded"
+    with pytest.raises(ValueError, match="opd has none"):
+        method_flags("opd", model_path="m", engine_addr="e", buffer_dir="/b", batch_size=8, lr=1e-4, lora_rank=4,
+                     wait_timeout=None, rl_score="graded")
+    for argv, needs in ((["--method", "combine", "--baseline", "running"], "--method rl"),
+                        (["--method", "opd", "--rl-score", "graded"], "--method rl or combine")):
+        bad = subprocess.run([sys.executable, "-m", "openclaw.demo", *argv], cwd=REPO, capture_output=True, text=True,
+                             timeout=60)
+        assert bad.returncode == 2 and needs in bad.stderr, bad.stderr

@@ -63,14 +63,19 @@ def _decay(text: str) -> float:
     return value
 
 
-def add_rl_signal_arguments(parser: Parser) -> None:
-    """Binary RL's reward signal and baseline (openclaw-rl's provider)."""
+def add_rl_score_argument(parser: Parser) -> None:
+    """The reward of a judged turn: openclaw-rl's, and the binary-RL half of openclaw-combine's."""
     parser.add_argument("--openclaw-rl-score", dest="openclaw_rl_score", choices=RL_SCORES,
                         default=DEFAULT_RL_SCORE,
                         help="reward of a judged turn: 'sign' = the judge's +1/-1 (turns scored 0 are skipped); "
                              "'graded' = the judge's graded score in [-1, 1] (CPU head: P(good) - P(bad); LLM "
                              "judge: the mean vote), so a mild complaint and a harsh one differ "
                              f"(default {DEFAULT_RL_SCORE})")
+
+
+def add_rl_signal_arguments(parser: Parser) -> None:
+    """Binary RL's reward signal and baseline (openclaw-rl's provider)."""
+    add_rl_score_argument(parser)
     parser.add_argument("--openclaw-rl-baseline", dest="openclaw_rl_baseline", choices=RL_BASELINES,
                         default=DEFAULT_RL_BASELINE,
                         help="'slime' = slime's own (group mean with --n-samples-per-prompt G, or 0 with "

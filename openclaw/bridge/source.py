@@ -138,7 +138,8 @@ class BufferDataSource:
         self.cfg = DrainConfig.from_args(args, self.method)
         # Binary RL's reward flags (checked against slime's grouping here, before any wait); the
         # running baseline is state carried across steps and saved with the checkpoint.
-        self.signal = RlSignal.from_args(args) if self.method == "rl" else RlSignal()
+        # combine's binary-RL half takes the score flag too (its provider defines no baseline flags).
+        self.signal = RlSignal.from_args(args) if self.method in ("rl", "combine") else RlSignal()
         self.graded = self.signal.score == "graded"
         self.reward_baseline = RunningBaseline(self.signal.decay)
         # An existing buffer only: a mistyped path fails here (BufferNotFoundError names the path

@@ -54,8 +54,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(binary RL) a running mean carried across steps; default: batch "
                         "(openclaw/demo/presets.py:demo_preset; 0 with --reward length)")
     p.add_argument("--rl-score", choices=RL_SCORES, default=None,
-                   help="binary RL's reward: the judge's sign or its graded score in [-1, 1]; default: graded for "
-                        "--method rl on the judge (openclaw-rl/README.md, 'Reward signal')")
+                   help="binary RL's reward (rl, and combine's binary-RL half): the judge's sign or its graded score "
+                        "in [-1, 1]; default: graded for --method rl on the judge (openclaw-rl/README.md, 'Reward "
+                        "signal')")
     p.add_argument("--kl-coef", type=float, default=None,
                    help="KL(policy || base) loss weight (low-variance estimator; the base = adapters off); "
                         "default 0.5, 0 with --reward length (openclaw/demo/presets.py:demo_preset)")
@@ -87,8 +88,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.baseline, args.rl_score = args.baseline or preset.baseline, args.rl_score or preset.rl_score
     args.kl_coef = preset.kl_coef if args.kl_coef is None else args.kl_coef
     args.lr = preset.lr if args.lr is None else args.lr
-    if args.method != "rl" and (args.baseline == "running" or args.rl_score != "sign"):
-        p.error("--baseline running and --rl-score graded are binary RL's options: use them with --method rl")
+    if args.method != "rl" and args.baseline == "running":
+        p.error("--baseline running is binary RL's option: use it with --method rl")
+    if args.method == "opd" and args.rl_score != "sign":
+        p.error("--rl-score graded is a binary-RL reward: use it with --method rl or combine (opd has no scalar reward)")
     return args
 
 
@@ -140,7 +143,8 @@ def run(args: argparse.Namespace) -> int:
     buffer_dir = out / "rl_buffer"
     out.mkdir(parents=True, exist_ok=True)
     print("=" * 78)
-    print(f"OpenClaw-RL demo: method {args.method} (reward: {args.reward}), persona '{persona.name}': {persona.preference}")
+    reward = args.reward if args.method == "opd" or args.reward == "length" else f"{args.reward}, {args.rl_score}"
+    print(f"OpenClaw-RL demo: method {args.method} (reward: {reward}), persona '{persona.name}': {persona.preference}")
     print(f"model {model_path} | CPU threads {torch.get_num_threads()} | LoRA r{args.lora_rank} lr {args.lr:g}"
           + (f" | KL coef {args.kl_coef:g}" if args.kl_coef else ""))
     print(f"{args.interactions} interactions within {args.minutes:g} min, {args.evals} evaluation points | output {out}")

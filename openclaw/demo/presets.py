@@ -81,12 +81,13 @@ def baseline_flags(method: str, batch_size: int, baseline: str) -> list[str]:
 
 
 def score_flags(method: str, rl_score: str) -> list[str]:
-    """Binary RL's reward: the judge's sign or its graded score (`--openclaw-rl-score`)."""
+    """Binary RL's reward (openclaw-rl, and combine's binary-RL half): the judge's sign or its graded
+    score (`--openclaw-rl-score`)."""
     if rl_score not in RL_SCORES:
         raise ValueError(f"rl score must be one of {RL_SCORES}, got {rl_score!r}")
-    if method != "rl":
+    if method == "opd":
         if rl_score != "sign":
-            raise ValueError(f"the graded score is binary RL's (openclaw-rl) option, not {method}'s")
+            raise ValueError("the graded score is a binary-RL reward (openclaw-rl, openclaw-combine); opd has none")
         return []
     return ["--openclaw-rl-score", rl_score]
 

@@ -24,6 +24,7 @@ import argparse
 import json
 import math
 import shlex
+import signal
 import sqlite3
 import sys
 import time
@@ -283,6 +284,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     args, extra = parse_args(list(sys.argv[1:] if argv is None else argv))
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a kill stops the engine we start, as Ctrl-C does
     try:
         if args.compare:
             result = compare(*args.compare)
