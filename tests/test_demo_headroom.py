@@ -65,6 +65,11 @@ def test_refusals(tmp_path: Path) -> None:
     assert res.returncode == 2 and "--tokenizer-path" in res.stderr
     res = _cli("--limit", "0")
     assert res.returncode == 2 and "positive" in res.stderr
+    # a flag that would not apply is refused, not ignored
+    res = _cli("--tokenizer-path", str(tmp_path))
+    assert res.returncode == 2 and "--tokenizer-path goes with --engine-url" in res.stderr
+    res = _cli("--engine-url", "http://127.0.0.1:9", "--tokenizer-path", str(tmp_path), "--threads", "2")
+    assert res.returncode == 2 and "--threads sets the engine this command starts" in res.stderr
 
 
 @pytest.mark.slow

@@ -106,14 +106,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                      help="an engine already serving SGLang's native /generate (SGLang, or `python -m "
                           "openclaw.engines`); --tokenizer-path then names its tokenizer")
     p.add_argument("--tokenizer-path", default=None, help="with --engine-url: the served model's tokenizer")
-    p.add_argument("--threads", type=int, default=1,
-                   help="the engine's torch threads (OMP_NUM_THREADS); more than the idle cores makes OpenMP spin")
+    p.add_argument("--threads", type=int, default=None,
+                   help="the engine's torch threads (OMP_NUM_THREADS; default 1): more than the idle cores makes "
+                        "OpenMP spin")
     p.add_argument("--json", default=None, help="write every persona's numbers and replies here")
     args = p.parse_args(argv)
-    if args.limit is not None and args.limit < 1 or args.threads < 1:
+    if args.limit is not None and args.limit < 1 or args.threads is not None and args.threads < 1:
         p.error("--limit and --threads must be positive")
     if args.engine_url and not args.tokenizer_path:
         p.error("--engine-url needs --tokenizer-path: the prompts are rendered with the served model's chat template")
+    if not args.engine_url and args.tokenizer_path:
+        p.error("--tokenizer-path goes with --engine-url: the engine this command starts uses the model's own")
+    if args.engine_url and args.threads is not None:
+        p.error("--threads sets the engine this command starts; with --engine-url the served engine's are its own")
+    args.threads = 1 if args.threads is None else args.threads
     try:
         args.personas = [load_persona(name) for name in (args.persona or persona_names())]
     except PersonaError as exc:
