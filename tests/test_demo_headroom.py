@@ -25,8 +25,7 @@ def _cli(*args: str | Path, timeout: float = 600) -> subprocess.CompletedProcess
 
 def test_teacher_prompt_is_the_hint_in_front_of_the_question() -> None:
     prompt = teacher_prompt("What is rain?", "No, that's too long. Keep it to one or two sentences.")
-    assert prompt == ("The user's feedback on a previous attempt: No, that's too long. Keep it to one or two "
-                      "sentences.\n\nWhat is rain?")
+    assert prompt == "No, that's too long. Keep it to one or two sentences.\n\nWhat is rain?"
     # feedback that only says "again" carries nothing to correct: no hint, the teacher is the policy
     assert teacher_prompt("What is rain?", "try again") is None
 
@@ -52,7 +51,7 @@ def test_headroom_on_the_tiny_model(tiny_model_path: Path, tmp_path: Path) -> No
                 assert e["teacher"] == e["policy"]
             else:
                 assert e["teacher_prompt"].endswith("\n\n" + e["prompt"])
-                assert e["teacher_prompt"].startswith("The user's feedback on a previous attempt: " + e["feedback"])
+                assert e["teacher_prompt"] == e["feedback"] + "\n\n" + e["prompt"]
         assert row["policy_meets"] == pytest.approx(100 * sum(e["policy_meets"] for e in examples) / 3)
         assert row["teacher_meets"] == pytest.approx(100 * sum(e["teacher_meets"] for e in examples) / 3)
         assert f"{row['persona']:<14}" in res.stdout

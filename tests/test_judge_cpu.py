@@ -55,7 +55,7 @@ def test_cpu_judge_result_shape_and_hints(cpu_judge: CpuJudge) -> None:
     ]
     res = cpu_judge.judge_batch(items)
     assert [r.reward for r in res] == [-1.0, 1.0, -1.0, 0.0]
-    assert res[0].hint == "The user's feedback on a previous attempt: " + items[0].next_state
+    assert res[0].hint == items[0].next_state
     assert res[1].hint is None and res[1].hint_reason == "no_majority"
     assert "NameError" in res[2].hint and res[2].extra["rule"] == "tool_traceback"
     assert res[3].extra["rule"] == "silence"

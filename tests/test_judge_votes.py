@@ -122,7 +122,7 @@ def test_prompts_are_role_aware() -> None:
 
 def test_feedback_hint_uses_the_feedback() -> None:
     v = feedback_hint("No, I meant in kilometers, not miles.", "user", -1)
-    assert v.accept and v.hint == "The user's feedback on a previous attempt: No, I meant in kilometers, not miles."
+    assert v.accept and v.hint == "No, I meant in kilometers, not miles."
     assert not feedback_hint("Thanks, perfect!", "user", 1).accept
     assert not feedback_hint("What's the weather in Paris?", "user", 0).accept
     assert not feedback_hint("", "user", 0).accept
