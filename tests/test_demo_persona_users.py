@@ -1,10 +1,16 @@
 """Simulated users of a persona over real HTTP (the tiny model behind the OpenAI server): each
 session gets its start number (1, 2, ... across batches, distinct even with concurrent users),
-and the user's answer is the persona's verdict on the live reply."""
+and the user's answer is the persona's verdict on the live reply. One check needs a server that
+closes a connection at a chosen moment (a race with uvicorn's keep-alive timer cannot be timed in a
+test): a stdlib HTTP server that does exactly that."""
 
 from __future__ import annotations
 
+import json
 import random
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -37,3 +43,49 @@ def test_sessions_are_numbered_in_start_order_and_judged_by_the_persona(server) 
         assert i.record() == {"n": i.started, "accepted": i.accepted, "meets_preference": i.meets_preference,
                               "on_topic": i.on_topic}
     assert sessions_metric([i.record() for i in got]).sessions == 6
+
+
+class _OneRequestPerConnection(BaseHTTPRequestHandler):
+    """Answers the first request of a connection and keeps it open, then drops the next request
+    on it unanswered: what a client sees when a server closes an idle keep-alive connection just
+    as the client's next request goes out."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "Rain falls from clouds."}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def handle(self) -> None:
+        self.handle_one_request()
+        self.rfile.readline()  # a second request on this connection: closed without an answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture()
+def closing_server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _OneRequestPerConnection)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_users_survive_a_server_closing_idle_connections(closing_server: str) -> None:
+    """Each session's two requests (question, then the feedback that ends it) and the next session's
+    go out one after another; none may ride a connection the server has finished with."""
+    users = SimulatedUsers(closing_server, load_persona("brief"), [PromptItem("What causes rain?", ("cloud",))],
+                           seed=0, max_tokens=4)
+    got = users.drive(3, concurrency=1)
+    assert [i.reply for i in got] == ["Rain falls from clouds."] * 3
+    assert all(i.accepted for i in got)  # 4 words, on topic: the brief persona accepts it

@@ -77,7 +77,11 @@ class SimulatedUsers:
                            verdict.meets_preference)
 
     async def drive_async(self, n: int, concurrency: int) -> list[Interaction]:
-        async with httpx.AsyncClient(base_url=self.base_url, timeout=1800) as client:
+        # A fresh connection per request: a server may close an idle keep-alive connection (uvicorn
+        # after 5 s) just as a request goes out on it, and the POST then fails with a ReadError
+        # that cannot be retried safely (the server may have taken the turn). Loopback connects are cheap.
+        limits = httpx.Limits(max_keepalive_connections=0)
+        async with httpx.AsyncClient(base_url=self.base_url, timeout=1800, limits=limits) as client:
             sem = asyncio.Semaphore(max(1, concurrency))
 
             async def run(i: int) -> Interaction:
