@@ -54,7 +54,8 @@ class _OneRequestPerConnection(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["Content-Length"]))
-        body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "Rain falls from clouds."}}]}).encode()
+        message = {"role": "assistant", "content": "Rain falls from clouds."}
+        body = json.dumps({"choices": [{"message": message}]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
