@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import json
 import random
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -70,23 +69,11 @@ class _OneRequestPerConnection(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture()
-def closing_server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _OneRequestPerConnection)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-
-
-def test_users_survive_a_server_closing_idle_connections(closing_server: str) -> None:
+def test_users_survive_a_server_closing_idle_connections(http_server: Callable[[type], str]) -> None:
     """Each session's two requests (question, then the feedback that ends it) and the next session's
     go out one after another; none may ride a connection the server has finished with."""
-    users = SimulatedUsers(closing_server, load_persona("brief"), [PromptItem("What causes rain?", ("cloud",))],
-                           seed=0, max_tokens=4)
+    prompts = [PromptItem("What causes rain?", ("cloud",))]
+    users = SimulatedUsers(http_server(_OneRequestPerConnection), load_persona("brief"), prompts, seed=0, max_tokens=4)
     got = users.drive(3, concurrency=1)
     assert [i.reply for i in got] == ["Rain falls from clouds."] * 3
     assert all(i.accepted for i in got)  # 4 words, on topic: the brief persona accepts it

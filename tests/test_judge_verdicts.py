@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -25,9 +24,8 @@ from openclaw.judge.llm_judge import LLMJudge
 from openclaw.judge.worker import JudgeStats, judge_once
 
 
-@contextmanager
-def scripted_judge(completions: list[str]) -> Iterator[str]:
-    """Serves `completions` in turn (cycling) at /v1/chat/completions; yields the base URL."""
+def scripted_judge(completions: list[str]) -> type[BaseHTTPRequestHandler]:
+    """A handler answering /v1/chat/completions with `completions` in turn (cycling)."""
     lock = threading.Lock()
     calls = [0]
 
@@ -47,14 +45,7 @@ def scripted_judge(completions: list[str]) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    return Handler
 
 
 def add_turn(buf: TrajectoryBuffer, sid: str, next_state: str = "Thanks, that works!") -> int:
@@ -65,24 +56,25 @@ def add_turn(buf: TrajectoryBuffer, sid: str, next_state: str = "Thanks, that wo
     return tid
 
 
-def judge_one(tmp_path: Path, completions: list[str], m: int) -> tuple[object, JudgeStats]:
+def judge_one(tmp_path: Path, judge_url: str, m: int) -> tuple[object, JudgeStats]:
     buf = TrajectoryBuffer.open(tmp_path / "buf", max_judge_attempts=1)
     tid = add_turn(buf, "s")
-    with scripted_judge(completions) as url:
-        cfg = JudgeConfig(backend="llm", judge_url=url, judge_model="judge", m=m, extract_hints=False, timeout_s=30)
-        judge, stats = LLMJudge(cfg), JudgeStats()
-        try:
-            assert judge_once(buf, judge, cfg, "w0", stats) == 1
-        finally:
-            judge.close()
+    cfg = JudgeConfig(backend="llm", judge_url=judge_url, judge_model="judge", m=m, extract_hints=False, timeout_s=30)
+    judge, stats = LLMJudge(cfg), JudgeStats()
+    try:
+        assert judge_once(buf, judge, cfg, "w0", stats) == 1
+    finally:
+        judge.close()
     turn = buf.get_turn(tid)
     buf.close()
     return turn, stats
 
 
-def test_no_parseable_verdict_is_a_recorded_failure_not_zero(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_no_parseable_verdict_is_a_recorded_failure_not_zero(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                            http_server: Callable[[type], str]) -> None:
+    url = http_server(scripted_judge(["I think it is fine.", "\\boxed{2}", "score: good"])) + "/v1"
     with caplog.at_level(logging.WARNING, logger="openclaw.judge"):
-        turn, stats = judge_one(tmp_path, ["I think it is fine.", "\\boxed{2}", "score: good"], m=3)
+        turn, stats = judge_one(tmp_path, url, m=3)
     assert turn.state == JUDGE_FAILED and turn.judgement is None
     assert "no parseable verdict in 3 judge completion(s)" in turn.judge_error
     snap = stats.snapshot()
@@ -91,9 +83,11 @@ def test_no_parseable_verdict_is_a_recorded_failure_not_zero(tmp_path: Path, cap
                for r in caplog.records)
 
 
-def test_some_unparseable_votes_are_counted_and_warned(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_some_unparseable_votes_are_counted_and_warned(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                      http_server: Callable[[type], str]) -> None:
+    url = http_server(scripted_judge(["Helpful. \\boxed{1}", "Helpful. \\boxed{1}", "no verdict here"])) + "/v1"
     with caplog.at_level(logging.WARNING, logger="openclaw.judge"):
-        turn, stats = judge_one(tmp_path, ["Helpful. \\boxed{1}", "Helpful. \\boxed{1}", "no verdict here"], m=3)
+        turn, stats = judge_one(tmp_path, url, m=3)
     assert turn.state == JUDGED and turn.judgement["score"] == 1.0
     assert sorted(turn.judgement["votes"], key=str) == [1, 1, None]
     assert stats.snapshot()["invalid_votes"] == 1

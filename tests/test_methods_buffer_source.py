@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -197,13 +197,10 @@ class _VersionHandler(BaseHTTPRequestHandler):
         pass
 
 
-def test_unreadable_engine_version_is_an_error_under_max_staleness() -> None:
+def test_unreadable_engine_version_is_an_error_under_max_staleness(http_server: Callable[[type], str]) -> None:
     """It used to turn the staleness check off silently."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _VersionHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    url = http_server(_VersionHandler)
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
         args = argparse.Namespace(max_staleness=1, rollout_engine_urls=[url])
         with pytest.raises(RuntimeError, match="--max-staleness 1: the engine at .* reports weight version 'default'"):
             M.engine_version(args)
@@ -212,8 +209,6 @@ def test_unreadable_engine_version_is_an_error_under_max_staleness() -> None:
         assert M.engine_version(args) == 7
     finally:
         _VersionHandler.version = "default"
-        server.shutdown()
-        server.server_close()
 
 
 def test_skipped_turns_are_said_once_per_reason(tmp_path: Path) -> None:
