@@ -27,6 +27,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import ctypes
+import logging
 import os
 import shutil
 import signal
@@ -44,6 +45,8 @@ T = TypeVar("T")
 PR_SET_PDEATHSIG = 1
 # Chromium writes its DevTools port here once it listens; this long is a broken browser.
 DEVTOOLS_START_TIMEOUT_S = 30.0
+GROUP_EXIT_TIMEOUT_S = 10.0
+log = logging.getLogger(__name__)
 
 
 def chromedriver_path() -> str | None:
@@ -116,7 +119,8 @@ class SeleniumBrowser:
             driver = webdriver.Chrome(service=service, options=options)
         except BaseException:
             _stop_process(chromium)
-            shutil.rmtree(profile, ignore_errors=True)
+            _stop_process_group(chromium.pid)
+            _remove_profile(profile)
             raise
         return cls(thread, chromium, profile, port, driver)
 
@@ -131,13 +135,15 @@ class SeleniumBrowser:
         return self.driver.find_element(By.CSS_SELECTOR, css_selector).screenshot_as_png
 
     def stop(self) -> None:
-        """End chromedriver (Selenium's Service, by PID) and Chromium (by PID), then the profile.
-        With `debuggerAddress`, `quit()` ends the session and chromedriver, not the browser."""
+        """End chromedriver (Selenium's Service, by PID), Chromium (by PID) and its helpers (by its
+        process group), then the profile. With `debuggerAddress`, `quit()` ends the session and
+        chromedriver, not the browser."""
         with contextlib.suppress(Exception):
             self.driver.quit()
         _stop_process(self.driver.service.process)
         _stop_process(self.chromium)
-        shutil.rmtree(self.profile, ignore_errors=True)
+        _stop_process_group(self.chromium.pid)
+        _remove_profile(self.profile)
 
 
 def _stop_process(proc: subprocess.Popen[Any] | None) -> None:
@@ -149,6 +155,48 @@ def _stop_process(proc: subprocess.Popen[Any] | None) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def _live_group_members(pgid: int) -> list[int]:
+    """PIDs in process group `pgid` that are not zombies (from /proc/PID/stat: state, ppid, pgrp)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended while we read
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def _stop_process_group(pgid: int) -> None:
+    """End what is left of the group Chromium leads (it was started in its own session). Its
+    helpers outlive the browser for a moment (measured: still running after it exits) and write into the
+    profile, so removing the profile before they are gone can leave it behind."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not _live_group_members(pgid):  # checked first: an emptied group's id can be reused
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, sig)
+        deadline = time.monotonic() + GROUP_EXIT_TIMEOUT_S
+        while _live_group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling /proc for processes that are not our children; bounded
+    if not _live_group_members(pgid):
+        return
+    log.warning("Chromium's process group %d still has live members after SIGKILL: %s",
+                pgid, _live_group_members(pgid))
+
+
+def _remove_profile(profile: Path) -> None:
+    try:
+        shutil.rmtree(profile)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("could not remove the Chromium profile %s: %s", profile, exc)
 
 
 @dataclass
