@@ -28,12 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # `python bench/methods_learning.py` from a checkout without `pip install -e .`
-    sys.path.insert(0, str(REPO))
+from openclaw.demo.metrics import learning_metrics
+from openclaw.demo.personas import DEFAULT_PERSONA, load_persona, persona_names
 
-from openclaw.demo.metrics import learning_metrics  # noqa: E402
-from openclaw.demo.personas import DEFAULT_PERSONA, load_persona, persona_names  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 RUNS = {
     "combine": ["--method", "combine"],
