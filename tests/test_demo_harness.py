@@ -43,6 +43,19 @@ def test_persona_rule_requires_the_answer() -> None:
     assert probe_correct("The capital is Paris.", load_probe()[0]) and not probe_correct("Lyon", load_probe()[0])
 
 
+def test_probe_answers_count_as_whole_words() -> None:
+    probe = {item.question: item for item in load_probe()}
+    freezing = probe["What is the freezing point of water in degrees Celsius?"]
+    # A reply the base model gives: the digit 0 inside another number is not the answer 0.
+    assert not probe_correct("The freezing point of water in degrees Celsius is -18.0000000000001 Celsius.", freezing)
+    assert probe_correct("Water freezes at 0 degrees Celsius.", freezing)
+    assert probe_correct("Zero.", freezing)
+    lion = probe["What animal is known as the king of the jungle?"]
+    assert not probe_correct("A million jaguars.", lion) and probe_correct("Lions are.", lion)
+    ice = probe["What is frozen water called?"]
+    assert not probe_correct("A device that cools water.", ice) and probe_correct("It is called ice.", ice)
+
+
 def test_verdict_flags_reward_hacking() -> None:
     base = _point(0, 2, 90, 70)
     hacked = _point(5, 100, 10, 40)  # short, but says nothing: "You're not real"

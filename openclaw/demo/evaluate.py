@@ -9,6 +9,7 @@ is never trained on.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -29,8 +30,10 @@ def load_probe(name: str = "capability_probe.jsonl") -> list[ProbeItem]:
 
 
 def probe_correct(reply: str, item: ProbeItem) -> bool:
+    """An expected answer appears as a whole word (a plural allowed): "0" is not found in
+    "-18.0000000000001", nor "lion" in "million" or "ice" in "device"."""
     low = reply.lower()
-    return any(a in low for a in item.answers)
+    return any(re.search(rf"(?<![a-z0-9]){re.escape(a)}s?(?![a-z0-9])", low) for a in item.answers)
 
 
 @dataclass
