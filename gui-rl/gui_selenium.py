@@ -41,11 +41,12 @@ from typing import Any, TypeVar
 
 from gui_env import CHROMIUM, CHROMIUM_FLAGS, BrowserPool, GuiEnv
 
+from openclaw.proctree import stop_process_group
+
 T = TypeVar("T")
 PR_SET_PDEATHSIG = 1
 # Chromium writes its DevTools port here once it listens; this long is a broken browser.
 DEVTOOLS_START_TIMEOUT_S = 30.0
-GROUP_EXIT_TIMEOUT_S = 10.0
 log = logging.getLogger(__name__)
 
 
@@ -119,7 +120,7 @@ class SeleniumBrowser:
             driver = webdriver.Chrome(service=service, options=options)
         except BaseException:
             _stop_process(chromium)
-            _stop_process_group(chromium.pid)
+            stop_process_group(chromium.pid)
             _remove_profile(profile)
             raise
         return cls(thread, chromium, profile, port, driver)
@@ -142,7 +143,7 @@ class SeleniumBrowser:
             self.driver.quit()
         _stop_process(self.driver.service.process)
         _stop_process(self.chromium)
-        _stop_process_group(self.chromium.pid)
+        stop_process_group(self.chromium.pid)  # its helpers outlive it and write into the profile
         _remove_profile(self.profile)
 
 
@@ -155,39 +156,6 @@ def _stop_process(proc: subprocess.Popen[Any] | None) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
-
-
-def _live_group_members(pgid: int) -> list[int]:
-    """PIDs in process group `pgid` that are not zombies (from /proc/PID/stat: state, ppid, pgrp)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:  # ended while we read
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
-
-
-def _stop_process_group(pgid: int) -> None:
-    """End what is left of the group Chromium leads (it was started in its own session). Its
-    helpers outlive the browser for a moment (measured: still running after it exits) and write into the
-    profile, so removing the profile before they are gone can leave it behind."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if not _live_group_members(pgid):  # checked first: an emptied group's id can be reused
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, sig)
-        deadline = time.monotonic() + GROUP_EXIT_TIMEOUT_S
-        while _live_group_members(pgid) and time.monotonic() < deadline:
-            time.sleep(0.05)  # polling /proc for processes that are not our children; bounded
-    if not _live_group_members(pgid):
-        return
-    log.warning("Chromium's process group %d still has live members after SIGKILL: %s",
-                pgid, _live_group_members(pgid))
 
 
 def _remove_profile(profile: Path) -> None:

@@ -8,7 +8,6 @@ skips; the skip below names what a machine without the setup lacks."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import io
 import os
@@ -160,35 +159,6 @@ def test_close_stops_chromium_and_chromedriver_by_pid():
     pool.close()
     assert wait_gone(started) == set()
     assert not profile.exists()
-
-
-HELPER_OUTLIVES_LEADER = """
-import subprocess, sys
-writer = ("import itertools, pathlib, sys, time\\n"
-          "for i in itertools.count():\\n"
-          "    (pathlib.Path(sys.argv[1]) / f'f{i}').write_text('x'); time.sleep(0.01)")
-helper = subprocess.Popen([sys.executable, "-c", writer, sys.argv[1]], stdout=subprocess.DEVNULL)
-print(helper.pid, flush=True)
-"""
-
-
-def test_stopping_chromiums_group_ends_helpers_that_outlive_it(tmp_path):
-    # What Chromium's helpers do (measured): stay in its process group after it exits, writing
-    # into the profile. The leader here exits at once, leaving such a writer behind.
-    profile = tmp_path / "profile"
-    profile.mkdir()
-    leader = subprocess.Popen([sys.executable, "-c", HELPER_OUTLIVES_LEADER, str(profile)],
-                              stdout=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        helper = int(leader.communicate(timeout=30)[0])
-        assert gui_selenium._live_group_members(leader.pid) == [helper]
-        gui_selenium._stop_process_group(leader.pid)
-        assert gui_selenium._live_group_members(leader.pid) == []
-        gui_selenium._remove_profile(profile)
-        assert not profile.exists()
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(leader.pid, signal.SIGKILL)
 
 
 def test_ctrl_c_leaves_no_browser():

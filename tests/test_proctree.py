@@ -1,0 +1,53 @@
+"""openclaw.proctree against real processes: a group whose leader exits first, leaving a member
+that keeps writing into a directory, as Chromium's helpers do with its profile (measured)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+from openclaw.proctree import descendants, live_group_members, stop_process_group
+
+HELPER_OUTLIVES_LEADER = """
+import subprocess, sys
+writer = ("import itertools, pathlib, sys, time\\n"
+          "for i in itertools.count():\\n"
+          "    (pathlib.Path(sys.argv[1]) / f'f{i}').write_text('x'); time.sleep(0.01)")
+helper = subprocess.Popen([sys.executable, "-c", writer, sys.argv[1]], stdout=subprocess.DEVNULL)
+print(helper.pid, flush=True)
+"""
+
+
+def test_stopping_a_group_ends_members_that_outlive_its_leader(tmp_path):
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    leader = subprocess.Popen([sys.executable, "-c", HELPER_OUTLIVES_LEADER, str(profile)],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        helper = int(leader.communicate(timeout=30)[0])
+        assert live_group_members(leader.pid) == [helper]
+        stop_process_group(leader.pid)
+        assert live_group_members(leader.pid) == []
+        shutil.rmtree(profile)  # nothing writes into it any more
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(leader.pid, signal.SIGKILL)
+
+
+def test_descendants_are_found_by_parentage():
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                               "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+                               "print(c.pid, flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        child = int(parent.stdout.readline())
+        assert descendants(parent.pid) == {child}
+        assert parent.pid not in descendants(parent.pid)
+    finally:
+        stop_process_group(parent.pid)
+        parent.wait(timeout=30)
+        parent.stdout.close()
