@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import signal
+import subprocess
 import time
 
 log = logging.getLogger(__name__)
@@ -67,3 +68,14 @@ def stop_process_group(pgid: int, grace_s: float = 10.0) -> None:
             time.sleep(0.05)  # polling /proc for processes that are not our children; bounded
     if left := live_group_members(pgid):
         log.warning("process group %d still has live members after SIGKILL: %s", pgid, left)
+
+
+def stop_started_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """Stop the process group that `proc` leads (started with `start_new_session=True`) with
+    `stop_process_group`, then reap `proc`. Also when `proc` has already exited: its children
+    (SGLang's scheduler, a server's workers) may not have."""
+    stop_process_group(proc.pid, grace_s)
+    try:
+        proc.wait(timeout=5)  # a zombie by now; it only stays if SIGKILL could not end it (state D)
+    except subprocess.TimeoutExpired:
+        log.warning("process %d did not exit after SIGKILL to its group", proc.pid)

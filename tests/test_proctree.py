@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 
-from openclaw.proctree import descendants, live_group_members, stop_process_group
+from openclaw.proctree import descendants, live_group_members, stop_process_group, stop_started_group
 
 HELPER_OUTLIVES_LEADER = """
 import subprocess, sys
@@ -51,3 +51,34 @@ def test_descendants_are_found_by_parentage():
         stop_process_group(parent.pid)
         parent.wait(timeout=30)
         parent.stdout.close()
+
+
+def test_a_started_group_is_stopped_after_its_leader_was_reaped(tmp_path):
+    """The engines' and judges' stop used to return as soon as the leader had exited, leaving its
+    children (SGLang's scheduler, a server's workers) running."""
+    leader = subprocess.Popen([sys.executable, "-c", HELPER_OUTLIVES_LEADER, str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        helper = int(leader.communicate(timeout=30)[0])
+        assert leader.returncode == 0 and live_group_members(leader.pid) == [helper]
+        stop_started_group(leader, grace_s=10)
+        assert live_group_members(leader.pid) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(leader.pid, signal.SIGKILL)
+
+
+def test_a_group_that_ignores_sigterm_is_killed_after_the_grace():
+    ignores = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+               "print('ready', flush=True); time.sleep(120)")
+    proc = subprocess.Popen([sys.executable, "-c", ignores], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"  # the handler is installed
+        stop_started_group(proc, grace_s=0.5)
+        assert proc.returncode == -signal.SIGKILL
+        assert live_group_members(proc.pid) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.stdout.close()

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import os
-import signal
 import socket
 import subprocess
 import tempfile
@@ -30,6 +28,7 @@ from slime.rollout.sglang_command import (  # noqa: F401 - re-exported: the laun
 from openclaw.engines.base import FinishReason, GenerationRequest, GenerationResult, TokenEvent
 from openclaw.engines.sglang_client import SGLangClient, SGLangClientError
 from openclaw.engines.sglang_protocol import finish_reason_from_sglang, request_to_body, result_from_sglang
+from openclaw.proctree import stop_started_group
 
 
 class BackendUnavailable(RuntimeError):
@@ -40,25 +39,6 @@ def _free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def _stop_process(proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    """SIGTERM the process group we created (SGLang forks scheduler/detokenizer children), then
-    SIGKILL it if it does not exit in time."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(10)
 
 
 class SGLangEngine:
@@ -151,7 +131,7 @@ class SGLangEngine:
                 time.sleep(0.5)
             engine = cls.attach(url, model_path=cfg.model_path, served_model_name=cfg.served_model_name)
         except BaseException:
-            _stop_process(proc)
+            stop_started_group(proc, grace_s=30.0)
             raise
         engine._process = proc
         engine.log_path = log.name
@@ -301,7 +281,7 @@ class SGLangEngine:
                 pass
         self._clients.clear()
         if self._process is not None:
-            await asyncio.to_thread(_stop_process, self._process)
+            await asyncio.to_thread(stop_started_group, self._process, 30.0)
             self._process = None
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+
+from openclaw.proctree import stop_started_group
 
 _READY_RE = re.compile(r"OpenAI API\s*:\s*(http://\S+?)/v1\b")
 
@@ -27,18 +28,9 @@ class LaunchedJudgeServer:
         return self.proc.pid
 
     def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM the server's process group (it is ours: start_new_session), then SIGKILL."""
-        if self.proc.poll() is not None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
+        """SIGTERM the server's process group (it is ours: start_new_session), SIGKILL it after
+        `timeout`; returns once no member is left."""
+        stop_started_group(self.proc, grace_s=timeout)
 
 
 def launch_judge_server(model_path: str, startup_timeout: float = 300.0,
