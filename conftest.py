@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -24,6 +25,22 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 # time out. Handling it here resets it to the default in each exec'd child.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _sigterm_runs_teardown(pytest_pid: int, signum: int, frame: object) -> None:
+    """SIGTERM (a CI timeout, `kill` of the run's process group) ends the run as Ctrl-C does, so the
+    fixtures' teardown stops the servers they started: those run in their own sessions, so the
+    group's SIGTERM does not reach them, and without teardown they were left running (measured).
+    A second SIGTERM, or one sent to a forked child that inherited this handler, acts as usual."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if os.getpid() != pytest_pid:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    raise KeyboardInterrupt("SIGTERM")
+
+
+if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    signal.signal(signal.SIGTERM, functools.partial(_sigterm_runs_teardown, os.getpid()))
 
 
 @pytest.fixture()
