@@ -30,6 +30,9 @@ from openclaw.engines.sglang_client import SGLangClient, SGLangClientError
 from openclaw.engines.sglang_protocol import finish_reason_from_sglang, request_to_body, result_from_sglang
 from openclaw.proctree import stop_started_group
 
+# SGLang's scheduler and detokenizer get this long after SIGTERM to their group, then SIGKILL.
+STOP_GRACE_S = 30.0
+
 
 class BackendUnavailable(RuntimeError):
     """The requested backend cannot run here; the message says what is needed."""
@@ -131,7 +134,7 @@ class SGLangEngine:
                 time.sleep(0.5)
             engine = cls.attach(url, model_path=cfg.model_path, served_model_name=cfg.served_model_name)
         except BaseException:
-            stop_started_group(proc, grace_s=30.0)
+            stop_started_group(proc, grace_s=STOP_GRACE_S)
             raise
         engine._process = proc
         engine.log_path = log.name
@@ -281,7 +284,7 @@ class SGLangEngine:
                 pass
         self._clients.clear()
         if self._process is not None:
-            await asyncio.to_thread(stop_started_group, self._process, 30.0)
+            await asyncio.to_thread(stop_started_group, self._process, STOP_GRACE_S)
             self._process = None
 
 
