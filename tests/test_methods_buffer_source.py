@@ -221,7 +221,8 @@ def test_skipped_turns_are_said_once_per_reason(tmp_path: Path) -> None:
     zero = [f"{ids[i]} of session 's{i}'" for i, (score, _) in enumerate(SIGNALS) if score == 0.0]
     assert sorted(line for line in lines if line.startswith("skipped")) == [
         f"skipped 2 turns (rl): no_next_state: {SKIP_REASONS['no_next_state']}: "
-        f"turns {ids[-2]} of session 'end0', {ids[-1]} of session 'end1'",
+        f"turns {ids[-2]} of session 'end0', {ids[-1]} of session 'end1' "
+        "(from now on only counted: rollout/buffer_skipped/no_next_state)",
         f"skipped 4 turns (rl): zero_score: {SKIP_REASONS['zero_score']}: turns {', '.join(zero)}",
     ]
     assert got.skipped == {"zero_score": 4, "no_next_state": 2}
@@ -239,6 +240,33 @@ def test_skipped_turns_are_not_repeated_while_waiting(tmp_path: Path) -> None:
     ds.cfg = M.DrainConfig(**{**ds.cfg.__dict__, "min_batch": 1})
     assert len(ds.take(5).records) == 2
     assert sum(line.startswith("skipped") for line in lines) == 1  # the retry names them no more
+
+
+def test_sessions_ending_is_said_once_then_only_counted(tmp_path: Path) -> None:
+    """Every live session's last turn has no feedback: that is said with its meaning the first time,
+    then only counted, while a reason that points at a problem (zero_score) is said every time."""
+    _fill(tmp_path / "buf", SIGNALS[:4], no_next_state=1)
+    lines: list[str] = []
+    ds = M.BufferDataSource(_args(tmp_path / "buf", "rl", batch=2, timeout=0.3), progress=lines.append)
+    first = ds.take(3)  # 2 trainable turns exist: it takes them when the wait ends
+    assert len(first.records) == 2 and first.skipped == {"zero_score": 2, "no_next_state": 1}
+    with TrajectoryBuffer.open(tmp_path / "buf") as buf:  # a second round: one more ended session, one more 0
+        buf.append_turn(TurnRecord(session_id="end9", turn_index=0, turn_type="main",
+                                   messages=[{"role": "user", "content": "x"}], prompt_ids=[1], response_ids=[2],
+                                   response_logprobs=[-0.1]))
+        buf.finalize_session("end9")
+        for i in range(2):
+            buf.append_turn(TurnRecord(session_id=f"t{i}", turn_index=0, turn_type="main",
+                                       messages=[{"role": "user", "content": "q"}], prompt_ids=[4, 5 + i],
+                                       response_ids=[6], response_logprobs=[-0.2]))
+            buf.attach_next_state(f"t{i}", {"role": "user", "content": "feedback"})
+        for rec in buf.claim_for_judging("w", limit=100):
+            score = 1.0 if rec.session_id == "t1" else 0.0
+            assert buf.write_judgement(rec.turn_id, {"score": score, "hint": None}, worker_id="w")
+    second = ds.take(1)
+    assert second.skipped == {"zero_score": 1, "no_next_state": 1}  # still counted (the step's metric)
+    said = [line.split(":")[1].strip() for line in lines if line.startswith("skipped")]
+    assert sorted(said) == ["no_next_state", "zero_score", "zero_score"]
 
 
 def test_recorded_steps_source_hands_out_each_recorded_step_in_turn(tmp_path: Path) -> None:

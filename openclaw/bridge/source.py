@@ -106,6 +106,10 @@ def _print_progress(line: str) -> None:
 
 
 MAX_IDS_SHOWN = 8  # turns named per skipped-turns line
+# Reasons every live run hits by design (the last turn of each session has no feedback): said the
+# first time with what they mean, then only counted (`rollout/buffer_skipped/<reason>`), since a
+# line per poll took half of a live run's output.
+ROUTINE_SKIP_REASONS = frozenset({"no_next_state"})
 # Why a judged main turn is consumed without training, in words for the trainer's output.
 SKIP_REASONS = {
     "not_trainable": "stored non-trainable (a side turn, trainable: false, or redacted)",
@@ -149,6 +153,7 @@ class BufferDataSource:
         self.pending: set[int] = set()
         self.handed_out = 0
         self.reported_skips: set[int] = set()  # each skipped turn is said once, however often it is seen
+        self.explained_routine: set[str] = set()  # routine skip reasons already said (then only counted)
         self.opened_at = time.time()  # retractions journaled after this stop this trainer (`check_retractions`)
         self.prompts: list[Any] = []  # the driver asks len(prompts): a live buffer has no fixed epoch
 
@@ -293,14 +298,20 @@ class BufferDataSource:
 
     def _report_skips(self, by_reason: dict[str, list[tuple[int, str]]]) -> None:
         """Say skipped turns in the output, not only count them in a metric: once each, one line per
-        reason and poll with the count and the first ids (a live run skips the last turn of every
-        session; a line per turn drowned the demo's progress)."""
+        reason and poll with the count and the first ids (a line per turn drowned the demo's
+        progress). A routine reason is said on its first poll only, and says so."""
         for reason, turns in by_reason.items():
+            if reason in self.explained_routine:
+                continue
             s = "s" if len(turns) > 1 else ""
             shown = ", ".join(f"{tid} of session {sid!r}" for tid, sid in turns[:MAX_IDS_SHOWN])
             more = f", ... ({len(turns)} in all)" if len(turns) > MAX_IDS_SHOWN else ""
+            then = ""
+            if reason in ROUTINE_SKIP_REASONS:
+                self.explained_routine.add(reason)
+                then = f" (from now on only counted: rollout/buffer_skipped/{reason})"
             self.progress(f"skipped {len(turns)} turn{s} ({self.method}): {reason}: "
-                          f"{SKIP_REASONS.get(reason, reason)}: turn{s} {shown}{more}")
+                          f"{SKIP_REASONS.get(reason, reason)}: turn{s} {shown}{more}{then}")
 
     def close(self) -> None:
         self.buffer.close()

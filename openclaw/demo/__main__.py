@@ -221,8 +221,8 @@ def run(args: argparse.Namespace) -> int:
                     last = trainer.state.steps[-1] if trainer.state.steps else None
                     lm = last.metrics if last else {}
                     say(f"interactions {done}/{args.interactions} (live acceptance {100 * accepted_live / done:.0f}%) | "
-                        f"train steps {len(trainer.state.steps)}, samples {trainer.state.trained_samples}, "
-                        f"version {trainer.weight_version}"
+                        f"train steps {len(trainer.state.steps)}, samples {trainer.state.trained_samples} "
+                        f"(skipped {trainer.state.skipped}), version {trainer.weight_version}"
                         + (f" | reward {lm.get('rollout/raw_reward_mean', 0):+.2f} loss {lm.get('loss/total', 0):+.3f}"
                            if last else ""))
                 if time.monotonic() >= deadline and done < milestone:
