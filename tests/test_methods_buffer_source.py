@@ -23,22 +23,22 @@ from openclaw.buffer import BufferNotFoundError, TrajectoryBuffer, TurnRecord
 SIGNALS = [(1.0, None), (-1.0, "be brief"), (0.0, "keep it short"), (0.0, None)] * 2
 
 
-def _fill(buf_dir: Path, signals: list[tuple[float, str | None]], no_next_state: int = 0) -> list[int]:
+def _fill(buf_dir: Path, signals: list[tuple[float, str | None]], no_next_state: int = 0, prefix: str = "") -> list[int]:
     ids = []
     with TrajectoryBuffer.open(buf_dir) as buf:
         for i, _signal in enumerate(signals):
-            rec = TurnRecord(session_id=f"s{i}", turn_index=0, turn_type="main",
+            rec = TurnRecord(session_id=f"{prefix}s{i}", turn_index=0, turn_type="main",
                              messages=[{"role": "user", "content": f"question {i}"}],
                              prompt_ids=[1, 2, 3 + i], response_ids=[7, 8, 9], response_logprobs=[-0.5, -1.0, -0.25],
                              response_text="an answer", weight_version=2)
             tid = buf.append_turn(rec)
-            buf.attach_next_state(f"s{i}", {"role": "user", "content": "feedback"})
+            buf.attach_next_state(f"{prefix}s{i}", {"role": "user", "content": "feedback"})
             ids.append(tid)
         for j in range(no_next_state):
-            rec = TurnRecord(session_id=f"end{j}", turn_index=0, turn_type="main", messages=[{"role": "user", "content": "x"}],
+            rec = TurnRecord(session_id=f"{prefix}end{j}", turn_index=0, turn_type="main", messages=[{"role": "user", "content": "x"}],
                              prompt_ids=[1], response_ids=[2], response_logprobs=[-0.1])
             ids.append(buf.append_turn(rec))
-            buf.finalize_session(f"end{j}")
+            buf.finalize_session(f"{prefix}end{j}")
         claimed = buf.claim_for_judging("w", limit=100)
         by_id = dict(zip(ids, signals, strict=False))  # ids also holds the no-next-state turns
         for rec in claimed:
@@ -250,20 +250,8 @@ def test_sessions_ending_is_said_once_then_only_counted(tmp_path: Path) -> None:
     ds = M.BufferDataSource(_args(tmp_path / "buf", "rl", batch=2, timeout=0.3), progress=lines.append)
     first = ds.take(3)  # 2 trainable turns exist: it takes them when the wait ends
     assert len(first.records) == 2 and first.skipped == {"zero_score": 2, "no_next_state": 1}
-    with TrajectoryBuffer.open(tmp_path / "buf") as buf:  # a second round: one more ended session, one more 0
-        buf.append_turn(TurnRecord(session_id="end9", turn_index=0, turn_type="main",
-                                   messages=[{"role": "user", "content": "x"}], prompt_ids=[1], response_ids=[2],
-                                   response_logprobs=[-0.1]))
-        buf.finalize_session("end9")
-        for i in range(2):
-            buf.append_turn(TurnRecord(session_id=f"t{i}", turn_index=0, turn_type="main",
-                                       messages=[{"role": "user", "content": "q"}], prompt_ids=[4, 5 + i],
-                                       response_ids=[6], response_logprobs=[-0.2]))
-            buf.attach_next_state(f"t{i}", {"role": "user", "content": "feedback"})
-        for rec in buf.claim_for_judging("w", limit=100):
-            score = 1.0 if rec.session_id == "t1" else 0.0
-            assert buf.write_judgement(rec.turn_id, {"score": score, "hint": None}, worker_id="w")
-    second = ds.take(1)
+    _fill(tmp_path / "buf", [(0.0, None), (1.0, None)], no_next_state=1, prefix="r2-")  # one more 0, one more end
+    second = ds.take(2)  # 1 trainable turn: it takes it when the wait ends, past the ended session
     assert second.skipped == {"zero_score": 1, "no_next_state": 1}  # still counted (the step's metric)
     said = [line.split(":")[1].strip() for line in lines if line.startswith("skipped")]
     assert sorted(said) == ["no_next_state", "zero_score", "zero_score"]
