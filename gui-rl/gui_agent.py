@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", nargs="+", default=["one-step"])
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--max-steps", type=int, default=int(os.environ.get("MAX_STEPS", "4")))
+    p.add_argument("--shuffle-ids", action="store_true", help="pages show their element ids drawn at random (gui_eval.py)")
     p.add_argument("--out", default="gui-rl/eval_out/agent")
     args = p.parse_args(argv)
     try:
@@ -107,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return gui_eval.main(["--tasks", *args.tasks, "--policy", "model", "--base-url", base_url,
                               "--model", "gui-agent" if server else args.model, "--episodes", str(args.episodes),
-                              "--max-steps", str(args.max_steps), "--out", args.out, *(["--vision"] if vision else [])])
+                              "--max-steps", str(args.max_steps), "--out", args.out, *(["--vision"] if vision else []),
+                              *(["--shuffle-ids"] if args.shuffle_ids else [])])
     finally:
         if server is not None:
             server.terminate()

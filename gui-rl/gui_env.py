@@ -19,6 +19,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import os
+import random
 import re
 import threading
 from collections.abc import AsyncIterator, Coroutine
@@ -129,6 +130,38 @@ def check_scroll(action: Action) -> None:
         raise ActionError(f"scroll takes two numbers (pixels right, pixels down), got {action.render()}")
 
 
+_REF = re.compile(r"\[ref=(e\d+)\]")
+
+
+@dataclass
+class ShuffledIds:
+    """One episode's renaming of element ids, drawn at random from e1..e40 (a training
+    augmentation, `--shuffle-element-ids`). MiniWoB++ builds a task's pages from one template, so
+    the right element has the same id on every seed (click-dialog's "Close" is `e15`), and a policy
+    rewarded for clicking it learns the position, not the label beside the id. With the ids drawn
+    at random only copying the id of the right line earns the reward; a permutation of the page's
+    own ids would not do (click-dialog has three). Ids stay fixed within the episode; elements
+    that appear later get ids of their own."""
+
+    rng: random.Random
+    shown: dict[str, str] = field(default_factory=dict)  # page's id -> id the policy sees
+    real: dict[str, str] = field(default_factory=dict)  # id the policy sees -> page's id
+    id_range: int = 40
+
+    def rename(self, tree: str) -> str:
+        new = [r for r in dict.fromkeys(_REF.findall(tree)) if r not in self.shown]
+        size = max(self.id_range, 2 * (len(self.shown) + len(new)))
+        free = [f"e{i}" for i in range(1, size + 1) if f"e{i}" not in self.real]
+        for ref, shown in zip(new, self.rng.sample(free, len(new)), strict=True):
+            self.shown[ref], self.real[shown] = shown, ref
+        return _REF.sub(lambda m: f"[ref={self.shown[m.group(1)]}]", tree)
+
+    def resolve(self, shown: str) -> str:
+        if shown not in self.real:
+            raise ActionError(f"no element {shown} on this page")
+        return self.real[shown]
+
+
 _CONTAINER = re.compile(r"^\s*- generic( \[active\])? \[ref=e\d+\]:$")
 
 
@@ -162,9 +195,13 @@ class GuiEnv:
     steps: int = 0
     screenshots: list[bytes] = field(default_factory=list)
     ref_prefix: str = ""
+    ids: ShuffledIds | None = None  # set by reset(shuffle_ids=True)
 
-    async def reset(self, task: str, seed: int) -> Observation:
+    async def reset(self, task: str, seed: int, shuffle_ids: bool = False) -> Observation:
+        """Open `task`'s page for `seed`. `shuffle_ids`: show the element ids drawn at random, the
+        same way for every episode of this (task, seed), so a GRPO group shares one page."""
         self.task, self.seed, self.steps, self.screenshots = task, seed, 0, []
+        self.ids = ShuffledIds(random.Random(f"ids:{task}:{seed}")) if shuffle_ids else None
         await self.page.goto(task_url(task))
         await self.page.evaluate(
             "([seed, ms]) => { Math.seedrandom(seed); core.EPISODE_MAX_TIME = ms; core.startEpisodeReal(); }",
@@ -180,6 +217,8 @@ class GuiEnv:
         m = re.search(r"\[ref=(f\d+)e\d+\]", snapshot)
         self.ref_prefix = m.group(1) if m else ""
         axtree = compact_tree(re.sub(r"\[ref=f\d+(e\d+)\]", r"[ref=\1]", snapshot))
+        if self.ids is not None:
+            axtree = self.ids.rename(axtree)
         png = await self.screenshot(task_area)
         self.screenshots.append(png)
         return Observation(goal=goal, axtree=axtree, screenshot=png)
@@ -198,6 +237,8 @@ class GuiEnv:
         def el(ref: Any) -> Any:
             if not isinstance(ref, str) or not re.fullmatch(r"e\d+", ref):
                 raise ActionError(f"element ids look like 'e12', got {ref!r}")
+            if self.ids is not None:
+                ref = self.ids.resolve(ref)
             return self.page.locator(f"aria-ref={self.ref_prefix}{ref}")
 
         timeout = 2000  # ms: an element that is not actionable by then is an error for the policy
@@ -341,8 +382,8 @@ class RemoteEnv:
     pool: BrowserPool
     env: GuiEnv
 
-    async def reset(self, task: str, seed: int) -> Observation:
-        return await asyncio.wrap_future(self.pool.call(self.env.reset(task, seed)))
+    async def reset(self, task: str, seed: int, shuffle_ids: bool = False) -> Observation:
+        return await asyncio.wrap_future(self.pool.call(self.env.reset(task, seed, shuffle_ids)))
 
     async def step(self, action: Action) -> StepResult:
         return await asyncio.wrap_future(self.pool.call(self.env.step(action)))
@@ -359,8 +400,8 @@ class SyncEnv:
     pool: BrowserPool
     env: GuiEnv
 
-    def reset(self, task: str, seed: int) -> Observation:
-        return self.pool.run(self.env.reset(task, seed))
+    def reset(self, task: str, seed: int, shuffle_ids: bool = False) -> Observation:
+        return self.pool.run(self.env.reset(task, seed, shuffle_ids))
 
     def step(self, action: Action) -> StepResult:
         return self.pool.run(self.env.step(action))

@@ -3,6 +3,7 @@
     python gui-rl/gui_eval.py --tasks click-button enter-text --policy scripted --episodes 20
     python gui-rl/gui_eval.py --tasks one-step --policy random
     python gui-rl/gui_eval.py --tasks click-pie --policy model --base-url http://127.0.0.1:30000/v1 --model m
+    python gui-rl/gui_eval.py --tasks one-step --policy model ... --shuffle-ids   # labels or positions?
     python gui-rl/gui_eval.py --list            # every task the miniwob package ships
 
 Any task page the package ships is accepted (`--tasks all`, `one-step`, `train` are shorthands).
@@ -48,8 +49,9 @@ class EpisodeResult:
     error_messages: list[str]  # what went wrong, per failed action (a wrong id, a timeout, ...)
 
 
-def run_episode(env: SyncEnv, policy: Policy, task: str, seed: int, max_steps: int) -> EpisodeResult:
-    obs = env.reset(task, seed)
+def run_episode(env: SyncEnv, policy: Policy, task: str, seed: int, max_steps: int,
+                shuffle_ids: bool = False) -> EpisodeResult:
+    obs = env.reset(task, seed, shuffle_ids)
     policy.reset(obs)
     actions, messages, raw, success = [], [], 0.0, False
     for _ in range(max_steps):
@@ -93,7 +95,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     def work(i: int) -> EpisodeResult:
         task, seed = jobs[i]
         with pool.env_sync() as env:
-            result = run_episode(env, make_policy(args, i), task, seed, args.max_steps)
+            result = run_episode(env, make_policy(args, i), task, seed, args.max_steps, args.shuffle_ids)
             if seed in seeds[: args.screenshots] and env.screenshots:
                 stem = f"{task}-seed{seed}-{'ok' if result.success else 'fail'}"
                 (out / f"{stem}-first.png").write_bytes(env.screenshots[0])
@@ -116,7 +118,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     per_task = {t: [r for r in results if r.task == t] for t in tasks}
     rates = {t: sum(r.success for r in rs) / len(rs) for t, rs in per_task.items()}
     steps = sum(r.steps for r in results)
-    report = {"policy": args.policy, "model": args.model, "episodes_per_task": len(seeds),
+    report = {"policy": args.policy, "model": args.model, "shuffled_ids": args.shuffle_ids, "episodes_per_task": len(seeds),
               "seeds": [seeds[0], seeds[-1]], "success_rate": rates,
               "mean_success": sum(rates.values()) / len(rates), "env_steps": steps,
               "seconds": round(elapsed, 2), "env_steps_per_s": round(steps / elapsed, 2),
@@ -136,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-steps", type=int, default=6)
     p.add_argument("--parallel-envs", type=int, default=None, help="browsers [env PARALLEL_ENVS, default 4]")
     p.add_argument("--screenshots", type=int, default=2, help="episodes per task whose first/last PNG are saved")
+    p.add_argument("--shuffle-ids", action="store_true",
+                   help="show every page's element ids drawn at random (gui_env.ShuffledIds): a policy that "
+                        "reads labels keeps its success, one that learned fixed ids loses it")
     p.add_argument("--out", default="gui-rl/eval_out")
     p.add_argument("--list", action="store_true", help="list the tasks the miniwob package ships")
     args = p.parse_args(argv)
@@ -146,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     report = evaluate(args)
     for task, rate in report["success_rate"].items():
         print(f"{task:<24} {rate:6.1%}")
-    print(f"{'mean':<24} {report['mean_success']:6.1%}   ({report['env_steps']} env steps, "
+    print(f"{'mean':<24} {report['mean_success']:6.1%}   ({'ids shuffled, ' if args.shuffle_ids else ''}{report['env_steps']} env steps, "
           f"{report['env_steps_per_s']} steps/s, {args.parallel_envs} browsers) -> {args.out}/report.json")
     return 0
 

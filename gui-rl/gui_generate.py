@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Browsers, reused across episodes [env PARALLEL_ENVS, default 4]")
     parser.add_argument("--screenshot-backend", default=os.environ.get("SCREENSHOT_BACKEND", "playwright"),
                         choices=BACKENDS, help="[env SCREENSHOT_BACKEND]")
+    parser.add_argument("--shuffle-element-ids", type=float, default=0.0, metavar="SHARE",
+                        help="share of training pages (task, seed) whose element ids are drawn at random, so "
+                             "that clicking a fixed id earns nothing and only reading the label does "
+                             "(gui_env.ShuffledIds); evaluation never shuffles")
 
 
 @dataclass(frozen=True)
@@ -68,15 +73,25 @@ class GuiRLConfig:
     parallel_envs: int
     screenshot_backend: str
     max_context_len: int
+    shuffle_element_ids: float
 
     @classmethod
     def from_args(cls, args: Any) -> GuiRLConfig:
         max_steps = int(args.max_steps)
         if max_steps < 1:
             raise ValueError(f"--max-steps/MAX_STEPS must be >= 1, got {max_steps}")
+        shuffle = float(args.shuffle_element_ids)
+        if not 0.0 <= shuffle <= 1.0:
+            raise ValueError(f"--shuffle-element-ids is a share in [0, 1], got {shuffle}")
         return cls(max_steps=max_steps, parallel_envs=int(args.parallel_envs or 0) or parallel_envs_from_env(),
                    screenshot_backend=args.screenshot_backend,
-                   max_context_len=int(args.rollout_max_context_len or 2048))
+                   max_context_len=int(args.rollout_max_context_len or 2048), shuffle_element_ids=shuffle)
+
+    def shuffles(self, task: str, seed: int, evaluation: bool) -> bool:
+        """Whether this page's ids are drawn at random: decided by (task, seed), so the samples
+        of one GRPO group all see the same page."""
+        return (not evaluation and self.shuffle_element_ids > 0
+                and random.Random(f"shuffle:{task}:{seed}").random() < self.shuffle_element_ids)
 
 
 def task_for_sample(sample: Any) -> tuple[str, int]:
@@ -112,7 +127,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     obs_format = ObservationFormat.from_tokenizer(tokenizer, role="user")
     pool = shared_pool(cfg.parallel_envs, cfg.screenshot_backend)
     async with pool.env() as env, SGLangClient(engine_url_for(args, sample.index)) as client:
-        first: Observation = await env.reset(task, seed)
+        shuffled = cfg.shuffles(task, seed, evaluation)
+        first: Observation = await env.reset(task, seed, shuffle_ids=shuffled)
         messages = opening_messages(first.text())
         prompt_text, prompt_ids = chat_prompt_ids(tokenizer, messages)
         builder = TrajectoryBuilder(client, prompt_ids, sampling_params, cfg.max_context_len)
@@ -143,6 +159,6 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     sample.reward = float(last["reward"])
     sample.status = Sample.Status(outcome)
     sample.metadata.update(task=task, seed=seed, kind=TASKS_BY_NAME[task].kind if task in TASKS_BY_NAME else "other",
-                           steps=len(actions), actions=actions, raw_reward=last["raw"],
+                           steps=len(actions), actions=actions, shuffled_ids=shuffled, raw_reward=last["raw"],
                            action_errors=last["errors"], screenshots=screenshots)
     return sample

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,28 @@ def test_type_select_and_errors_are_observations(pool):
         assert env.step(Action("scroll", (0, 100))).error is None
         # a sampled scroll("e5", 0) once ended a training job with a ValueError: now the policy's error
         assert "scroll takes two numbers" in env.step(Action("scroll", ("e5", 0))).error
+
+
+def test_shuffled_ids_rename_the_pages_elements_and_act_on_the_element_shown(pool):
+    """--shuffle-element-ids: the same page with its ids drawn at random (the same way for every
+    episode of a (task, seed), so a GRPO group shares one page); an action names the id it was shown."""
+    ref = re.compile(r"\[ref=(e\d+)\]")
+    with pool.env_sync() as env:
+        plain = env.reset("click-dialog", 1_000_000)
+        shuffled = env.reset("click-dialog", 1_000_000, shuffle_ids=True)
+        assert ref.sub("", shuffled.axtree) == ref.sub("", plain.axtree)  # only the ids differ
+        ids = ref.findall(shuffled.axtree)
+        assert len(set(ids)) == len(ids) == len(ref.findall(plain.axtree)) == 3
+        assert ids != ref.findall(plain.axtree)
+        assert env.reset("click-dialog", 1_000_000, shuffle_ids=True).axtree == shuffled.axtree
+        result = env.step(Action("click", ("e999",)))
+        assert result.error == "no element e999 on this page" and result.reward == 0.0
+        obs = env.reset("click-button", 1_000_000, shuffle_ids=True)
+        right = [n for n in gui_policies.nodes(obs.axtree) if n.name == "Okay"][0]
+        assert env.step(Action("click", (right.ref,))).reward == 1.0
+        results = [gui_eval.run_episode(env, gui_policies.ScriptedPolicy(), task, seed, max_steps=1, shuffle_ids=True)
+                   for task in gui_tasks.ONE_STEP for seed in list(gui_tasks.HELDOUT_SEEDS)[:2]]
+    assert sum(r.success for r in results) / len(results) >= 0.95  # a reader of labels is unaffected
 
 
 def test_scripted_beats_95_percent_on_one_step_tasks_random_does_not(pool):

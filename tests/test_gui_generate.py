@@ -31,7 +31,8 @@ def engine_url(tiny_model_path):
 
 def make_args(model_path, url, **kw) -> argparse.Namespace:
     base = dict(hf_checkpoint=str(model_path), rollout_engine_urls=[url], max_steps=2, parallel_envs=2,
-                screenshot_backend="playwright", rollout_max_context_len=1536)
+                screenshot_backend="playwright", rollout_max_context_len=1536,
+                shuffle_element_ids=0.0)
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -77,3 +78,18 @@ def test_action_is_read_without_the_end_of_turn_token(tiny_model_path):
     with pytest.raises(gui_generate.ActionError):
         gui_generate.parse_action(raw)  # the engine's text: the call is not at the end of the line
     assert gui_generate.parse_action(gui_generate.action_text(tok, ids)).render() == "click('e5')"
+
+
+def test_shuffled_pages_are_a_share_decided_by_the_page_and_never_in_evaluation(tiny_model_path):
+    def config(share):
+        return gui_generate.GuiRLConfig.from_args(make_args(tiny_model_path, "", shuffle_element_ids=share))
+
+    pages = [(task, seed) for task in ("click-button", "click-dialog") for seed in range(200)]
+    half = [config(0.5).shuffles(t, s, evaluation=False) for t, s in pages]
+    assert 150 < sum(half) < 250  # about half of 400 pages
+    assert half == [config(0.5).shuffles(t, s, evaluation=False) for t, s in pages]  # a group shares one
+    assert all(config(1.0).shuffles(t, s, evaluation=False) for t, s in pages)
+    assert not any(config(1.0).shuffles(t, s, evaluation=True) for t, s in pages)
+    assert not any(config(0.0).shuffles(t, s, evaluation=False) for t, s in pages)
+    with pytest.raises(ValueError, match="share in"):
+        config(1.5)
