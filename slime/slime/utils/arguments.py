@@ -297,7 +297,7 @@ class OptimizerConfig:
         "once and the responses on its expanded KV cache.", negative_flag="--disable-shared-prompt-forward")
     step_prefix_forward: bool = arg(
         True, "FSDP backend: run the opening every row of a step shares (system prompt, few-shot turns) once per "
-        "step, and each micro-batch on its KV cache.", negative_flag="--disable-step-prefix-forward")
+        "step, and each micro-batch on its KV cache (CPU, one rank; never under FSDP2).", negative_flag="--disable-step-prefix-forward")
     seed: int = arg(1234, "Global random seed.")
 
 

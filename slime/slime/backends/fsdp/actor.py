@@ -136,10 +136,10 @@ class FSDPTrainActor:
     def _step_prefix(self, model: torch.nn.Module, tokens: list[list[int]], response_lengths: list[int],
                      num_micro_batches: int) -> StepPrefix | None:
         """Run the tokens all of a step's rows share once (see step_prefix), when it pays: two or
-        more micro-batches, a plain KV cache, one rank (under FSDP2 every forward is a collective,
-        and ranks with different prefixes would call a different number of them)."""
+        more micro-batches, a plain KV cache, one rank and no FSDP2 (FSDP2's weights are gathered
+        only for a forward's own backward, not for the prefix's, run later: step_prefix.py)."""
         if (not self.cfg.step_prefix_forward or num_micro_batches < 2 or self.world_size > 1
-                or not self._kv_cache_usable()):
+                or self.use_fsdp2 or not self._kv_cache_usable()):
             return None
         n = common_prefix_length(tokens, response_lengths)
         if n < MIN_STEP_PREFIX_TOKENS:
@@ -400,8 +400,10 @@ class FSDPTrainActor:
             torch.cuda.empty_cache()
 
     def optimizer_state_devices(self) -> set[str]:
-        """Device types holding optimizer state tensors (what --offload-optimizer-state promises)."""
-        return {v.device.type for st in self.optimizer.state.values() for v in st.values() if torch.is_tensor(v)}
+        """Device types holding the optimizer's moment tensors (what --offload-optimizer-state
+        promises). Adam's scalar step counter is left out: torch keeps it on the CPU either way."""
+        return {v.device.type for st in self.optimizer.state.values() for v in st.values()
+                if torch.is_tensor(v) and v.dim() > 0}
 
     def offload(self) -> None:
         """Colocated mode: free accelerator memory for the engine during rollout."""

@@ -63,7 +63,15 @@ class StepPrefix:
 
 def run_step_prefix(model: torch.nn.Module, prefix_ids: Sequence[int], device: torch.device) -> StepPrefix:
     """Run the prefix (batch 1). Under torch.no_grad() the leaves need no gradient."""
+    from torch.distributed.fsdp import FSDPModule
     from transformers import DynamicCache
+
+    if isinstance(model, FSDPModule):
+        # FSDP2 frees the gathered weights after each forward and gathers them again only from the
+        # hooks on a forward's own outputs; the prefix's backward starts from its KV tensors, after
+        # the micro-batches, and would read freed storage (an illegal memory access on an H100).
+        raise ValueError("the step prefix cannot run under FSDP2: its backward would read parameters "
+                         "FSDP2 has already freed (use --disable-step-prefix-forward)")
 
     ids = torch.tensor([list(prefix_ids)], dtype=torch.long, device=device)
     cache = DynamicCache()
