@@ -330,17 +330,12 @@ def test_step_prefix_refuses_an_fsdp2_model(tiny_model_path):
     """FSDP2 frees the gathered weights after a forward; the prefix's backward, run after the
     micro-batches, would read them (an illegal memory access on an H100; on the CPU, "storage of
     size 0"). A real FSDP2 model over a one-rank gloo group is refused with what to do instead."""
-    import socket
-
     import torch.distributed as dist
     from slime.backends.fsdp.model import apply_fsdp2
     from slime.backends.fsdp.step_prefix import run_step_prefix
     from transformers import AutoModelForCausalLM
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)  # one rank: no port needed
     try:
         model = apply_fsdp2(AutoModelForCausalLM.from_pretrained(str(tiny_model_path)))
         with pytest.raises(ValueError, match="cannot run under FSDP2"):
