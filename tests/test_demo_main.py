@@ -54,3 +54,25 @@ def test_length_check_preset_leaves_the_policy_free_to_game_its_reward() -> None
     assert (judged.baseline, judged.rl_score, judged.kl_coef, judged.lr) == ("batch", "graded", 0.5, 2e-4)
     given = parse_args(["--method", "rl", "--reward", "length", "--kl-coef", "0.2", "--baseline", "batch", "--lr", "1e-4"])
     assert (given.baseline, given.kl_coef, given.lr) == ("batch", 0.2, 1e-4)  # a flag on the command line wins
+
+
+def test_kl_target_reaches_the_trainer_as_slimes_adaptive_kl_flags() -> None:
+    from slime.utils.arguments import parse_config
+
+    from openclaw.demo.__main__ import parse_args
+    from openclaw.demo.presets import kl_flags
+
+    args = parse_args([])  # combine's preset steers the weight
+    algorithm = parse_config(["--hf-checkpoint", "m", *kl_flags(args.kl_coef, args.kl_target, args.kl_horizon)]).algorithm
+    assert (algorithm.use_kl_loss, algorithm.kl_loss_coef, algorithm.kl_loss_target, algorithm.kl_loss_horizon) == (
+        True, 0.5, 0.08, 5.0)
+    fixed = parse_args(["--kl-target", "0"])
+    assert (fixed.kl_coef, fixed.kl_target, fixed.kl_horizon) == (0.5, None, None)
+    rl = parse_args(["--method", "rl", "--kl-target", "0.1"])  # rl's preset keeps a fixed weight unless asked
+    assert (rl.kl_target, rl.kl_horizon, parse_args(["--method", "rl"]).kl_target) == (0.1, None, None)
+    assert parse_args(["--kl-coef", "0"]).kl_target is None  # no KL term, nothing to steer
+    assert parse_config(["--hf-checkpoint", "m", *kl_flags(0.5)]).algorithm.kl_loss_target is None
+    assert kl_flags(0.0) == []
+    out = subprocess.run([sys.executable, "-m", "openclaw.demo", "--kl-target", "0.08", "--kl-coef", "0"], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "--kl-target" in out.stderr

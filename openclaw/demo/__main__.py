@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from openclaw.demo.personas import DEFAULT_PERSONA, PersonaError, load_persona, persona_names
-from openclaw.demo.presets import BASELINES, METHODS, RL_SCORES, demo_preset
+from openclaw.demo.presets import BASELINES, METHODS, RL_SCORES, demo_preset, kl_flags
 
 LENGTH_REWARD = "openclaw/demo/length_reward.py:length_only_reward"
 
@@ -60,6 +60,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kl-coef", type=float, default=None,
                    help="KL(policy || base) loss weight (low-variance estimator; the base = adapters off); "
                         "default 0.5, 0 with --reward length (openclaw/demo/presets.py:demo_preset)")
+    p.add_argument("--kl-target", type=float, default=None,
+                   help="steer the KL weight toward this batch KL(policy || base) after each step, starting from "
+                        "--kl-coef (adaptive KL: slime's --kl-loss-target); 0 keeps the weight fixed; default: 0.08 "
+                        "for combine, fixed for rl and opd (openclaw/demo/presets.py:demo_preset)")
+    p.add_argument("--kl-horizon", type=float, default=None,
+                   help="with a KL target: train steps over which a persistent KL error moves the weight by 20%% "
+                        "(slime's --kl-loss-horizon); default: the preset's (5 for combine), else slime's")
     p.add_argument("--w-opd", type=float, default=0.5,
                    help="combine: OPD weight (the method's own default is 1.0; measured here, 1.0 drifted off topic "
                         "and 0.5 passed: bench/results/methods_learning.md)")
@@ -88,6 +95,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.baseline, args.rl_score = args.baseline or preset.baseline, args.rl_score or preset.rl_score
     args.kl_coef = preset.kl_coef if args.kl_coef is None else args.kl_coef
     args.lr = preset.lr if args.lr is None else args.lr
+    if args.kl_target is not None and (args.kl_target < 0 or (args.kl_target > 0 and args.kl_coef <= 0)):
+        p.error("--kl-target must be >= 0 (0: a fixed weight) and needs a KL weight to start from (--kl-coef > 0)")
+    if args.kl_target is None and args.kl_coef > 0:
+        args.kl_target = preset.kl_target
+    args.kl_target = args.kl_target or None  # 0 turns the steering off
+    if args.kl_horizon is not None and (args.kl_target is None or args.kl_horizon < 1):
+        p.error("--kl-horizon is the adaptive KL weight's pace: give it with --kl-target, and >= 1 (steps)")
+    if args.kl_target is not None and args.kl_horizon is None:
+        args.kl_horizon = preset.kl_horizon
     if args.method != "rl" and args.baseline == "running":
         p.error("--baseline running is binary RL's option: use it with --method rl")
     if args.method == "opd" and args.rl_score != "sign":
@@ -146,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
     reward = args.reward if args.method == "opd" or args.reward == "length" else f"{args.reward}, {args.rl_score}"
     print(f"OpenClaw-RL demo: method {args.method} (reward: {reward}), persona '{persona.name}': {persona.preference}")
     print(f"model {model_path} | CPU threads {torch.get_num_threads()} | LoRA r{args.lora_rank} lr {args.lr:g}"
-          + (f" | KL coef {args.kl_coef:g}" if args.kl_coef else ""))
+          + (f" | KL coef {args.kl_coef:g}" if args.kl_coef else "")
+          + (f", steered to KL {args.kl_target:g}" if args.kl_target is not None else ""))
     print(f"{args.interactions} interactions within {args.minutes:g} min, {args.evals} evaluation points | output {out}")
     print("=" * 78, flush=True)
 
@@ -162,8 +179,7 @@ def run(args: argparse.Namespace) -> int:
         say(f"server at {url}; starting the CPU judge on {buffer_dir}")
         judge = JudgeService(JudgeConfig(backend="cpu", num_workers=1, batch_size=16, poll_interval_s=0.3), buffer_dir).start()
         extra = ["--custom-rm-path", LENGTH_REWARD] if args.reward == "length" else []
-        if args.kl_coef > 0:
-            extra += ["--use-kl-loss", "--kl-loss-coef", str(args.kl_coef), "--kl-loss-type", "low_var_kl"]
+        extra += kl_flags(args.kl_coef, args.kl_target, args.kl_horizon)
         if args.method == "combine":
             extra += [f for flag, v in (("--openclaw-combine-w-opd", args.w_opd), ("--openclaw-combine-w-rl", args.w_rl))
                       if v is not None for f in (flag, str(v))]
@@ -224,7 +240,9 @@ def run(args: argparse.Namespace) -> int:
                         f"train steps {len(trainer.state.steps)}, samples {trainer.state.trained_samples} "
                         f"(skipped {trainer.state.skipped}), version {trainer.weight_version}"
                         + (f" | reward {lm.get('rollout/raw_reward_mean', 0):+.2f} loss {lm.get('loss/total', 0):+.3f}"
-                           if last else ""))
+                           if last else "")
+                        + (f" | batch KL {lm['loss/kl']:.3f}, KL weight {lm['loss/kl_coef']:.3f}"
+                           if "loss/kl_coef" in lm else ""))
                 if time.monotonic() >= deadline and done < milestone:
                     say(f"time budget of {args.minutes:g} min reached at {done} interactions")
                     break
@@ -256,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
         "command": "python -m openclaw.demo " + " ".join(sys.argv[1:]), "persona": persona.to_dict(),
         "seed": args.seed, "method": args.method, "reward": args.reward, "interactions": done, "train_steps": len(steps),
         "trained_samples": trainer.state.trained_samples, "weight_version": trainer.weight_version,
-        "live_acceptance": 100 * accepted_live / max(1, done), "lr": args.lr, "lora_rank": args.lora_rank, "kl_coef": args.kl_coef, "baseline": args.baseline, "rl_score": args.rl_score,
+        "live_acceptance": 100 * accepted_live / max(1, done), "lr": args.lr, "lora_rank": args.lora_rank, "kl_coef": args.kl_coef, "kl_target": args.kl_target, "kl_horizon": args.kl_horizon, "baseline": args.baseline, "rl_score": args.rl_score,
         # the loss weights the trainer actually used (combine only; None for the other methods)
         "w_opd": getattr(trainer.args, "openclaw_combine_w_opd", None), "w_rl": getattr(trainer.args, "openclaw_combine_w_rl", None),
         "minutes": (time.monotonic() - say.t0) / 60, "verdict": result.status, "reason": result.reason,

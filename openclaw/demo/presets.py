@@ -42,6 +42,8 @@ class DemoPreset:
     rl_score: str
     kl_coef: float
     lr: float
+    kl_target: float | None = None  # None: the KL weight stays kl_coef; else steered toward this batch KL
+    kl_horizon: float | None = None  # the steering's pace in train steps (None: slime's)
 
 
 def demo_preset(method: str, reward: str = "judge") -> DemoPreset:
@@ -49,6 +51,13 @@ def demo_preset(method: str, reward: str = "judge") -> DemoPreset:
     running baseline: the same outcome, and the running one's lag made the mean advantage
     negative, the push-down that baseline 0 showed; openclaw-rl/README.md, "Reward signal").
     The other methods: batch mean, sign, KL 0.5 to the base.
+
+    Combine starts its KL weight at 0.5 and steers it toward a batch KL of 0.08 with a 5-step
+    horizon (slime's adaptive KL). With the weight fixed at 0.5, one persona's preference moved the
+    policy to a batch KL of ~0.08 and passed while another stayed at ~0.02 and learned half as
+    much; the target holds every persona to the same budget (bench/RESULTS.md, "Adaptive KL").
+    Five steps, because a main-job run has ~45: a horizon of 10 could lower the weight by at most
+    a factor 0.4 in a whole run.
 
     The length-only reward check (`--reward length`) exists to show that the verdict catches a
     policy that games its reward, so its preset leaves the policy free to game it: baseline 0 and
@@ -59,7 +68,24 @@ def demo_preset(method: str, reward: str = "judge") -> DemoPreset:
         return DemoPreset(baseline="zero", rl_score="sign", kl_coef=0.0, lr=3e-4)
     if method == "rl":
         return DemoPreset(baseline="batch", rl_score="graded", kl_coef=0.5, lr=2e-4)
+    if method == "combine":
+        return DemoPreset(baseline="batch", rl_score="sign", kl_coef=0.5, lr=2e-4, kl_target=0.08, kl_horizon=5.0)
     return DemoPreset(baseline="batch", rl_score="sign", kl_coef=0.5, lr=2e-4)
+
+
+def kl_flags(kl_coef: float, kl_target: float | None = None, kl_horizon: float | None = None) -> list[str]:
+    """The KL(policy || base) loss term (low-variance estimator), with its weight fixed or, given a
+    target, steered toward that batch KL from `kl_coef` at the pace `kl_horizon` (slime's adaptive KL)."""
+    if kl_target is None and kl_horizon is not None:
+        raise ValueError("a KL horizon paces a KL target: give kl_target too")
+    if kl_coef <= 0:
+        if kl_target is not None:
+            raise ValueError("a KL target needs a KL weight to start from (kl_coef > 0)")
+        return []
+    flags = ["--use-kl-loss", "--kl-loss-coef", str(kl_coef), "--kl-loss-type", "low_var_kl"]
+    if kl_target is not None:
+        flags += ["--kl-loss-target", str(kl_target)]
+    return flags + (["--kl-loss-horizon", str(kl_horizon)] if kl_horizon is not None else [])
 
 
 def baseline_flags(method: str, batch_size: int, baseline: str) -> list[str]:

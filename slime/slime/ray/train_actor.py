@@ -9,7 +9,10 @@ from typing import Any
 import ray
 import torch
 
+from slime.algorithms.kl import AdaptiveKLCoef
 from slime.utils.types import Sample
+
+KL_WEIGHT_KEY = "adaptive_kl_loss_coef"  # in a rank's trainer state, so a resumed run keeps its weight
 
 
 class TrainRayActor:
@@ -19,6 +22,7 @@ class TrainRayActor:
         self.actor = None
         self.args = None
         self.loss_call = None
+        self.kl_weight: AdaptiveKLCoef | None = None  # with --kl-loss-target: the KL loss weight now
 
     def node_address(self) -> tuple[str, int]:
         """An address and free port on this node for the torch.distributed rendezvous."""
@@ -50,6 +54,9 @@ class TrainRayActor:
         else:
             self.actor = FSDPTrainActor(acfg, self.args, rank=rank, world_size=world_size)
         self.loss_call = build_loss_call(self.args)
+        if getattr(self.args, "kl_loss_target", None) is not None:
+            self.kl_weight = AdaptiveKLCoef(float(self.args.kl_loss_coef), float(self.args.kl_loss_target),
+                                            float(self.args.kl_loss_horizon))
         if trainer_state_dir:
             from slime.utils.checkpoint import rank_state_path
 
@@ -57,13 +64,27 @@ class TrainRayActor:
             if not path.is_file():
                 path = rank_state_path(trainer_state_dir, 0)  # replicated DP: rank 0's state fits all
             if path.is_file():
-                self.actor.load_trainer_state(torch.load(path, weights_only=False))
+                state = torch.load(path, weights_only=False)
+                if self.kl_weight is not None and KL_WEIGHT_KEY in state:
+                    self.kl_weight.coef = float(state[KL_WEIGHT_KEY])
+                self.actor.load_trainer_state(state)
         return self.actor.global_step
 
     def train(self, rollout_id: int, samples: list[Sample], sample_weights: list[float] | None = None) -> dict[str, float]:
         from slime.backends.fsdp.train_loop import train_rollout
 
-        return train_rollout(self.actor, self.args, samples, self.loss_call, sample_weights)
+        if self.kl_weight is None:
+            return train_rollout(self.actor, self.args, samples, self.loss_call, sample_weights)
+        weight = self.kl_weight.coef
+        metrics = train_rollout(self.actor, self.args, samples, self.loss_call.with_flags(kl_loss_coef=weight),
+                                sample_weights)
+        if "loss/kl" not in metrics:
+            raise RuntimeError("--kl-loss-target: the loss logged no loss/kl to steer the KL weight on; a custom "
+                               "loss must log its KL term as loss/kl")
+        # Every rank got the same step metrics, so every rank's weight moves the same way.
+        metrics["loss/kl_coef"] = weight
+        self.kl_weight.update(float(metrics["loss/kl"]))
+        return metrics
 
     def compute_log_probs(self, tokens: list[list[int]], response_lengths: list[int], reference: bool = False) -> list[list[float]]:
         return self.actor.compute_log_probs(tokens, response_lengths, reference)
@@ -79,7 +100,10 @@ class TrainRayActor:
 
         path = rank_state_path(folder, self.actor.rank)
         path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(self.actor.trainer_state(), path)
+        state = self.actor.trainer_state()
+        if self.kl_weight is not None:
+            state[KL_WEIGHT_KEY] = self.kl_weight.coef
+        torch.save(state, path)
 
     def gpu_ids(self) -> list[str]:
         return [str(int(g)) for g in ray.get_gpu_ids()]

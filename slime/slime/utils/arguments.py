@@ -252,6 +252,13 @@ class AlgorithmConfig:
     use_kl_loss: bool = arg(False, "Add a KL(policy || reference) loss term.")
     kl_loss_coef: float = arg(0.0, "Weight of the KL loss term.")
     kl_loss_type: Literal["k1", "k2", "k3", "low_var_kl"] = arg("k1", "KL estimator.")
+    kl_loss_target: float | None = arg(
+        None, "Steer --kl-loss-coef toward this batch KL after each step (adaptive KL, Ziegler et al. 2019); "
+        "--kl-loss-coef is the starting weight. Default: a fixed weight."
+    )
+    kl_loss_horizon: float = arg(
+        10.0, "With --kl-loss-target: steps over which a persistent KL error moves the weight by 20%%."
+    )
     entropy_coef: float = arg(0.0, "Entropy bonus weight.")
     gamma: float = arg(1.0, "Discount for REINFORCE++ returns.")
     normalize_advantages: bool = arg(False, "Whiten advantages across the batch (masked).")
@@ -1167,5 +1174,12 @@ def _validate(v: dict[str, Any]) -> None:
         _check(bool(v["custom_loss_function_path"]), "--loss-type custom_loss requires --custom-loss-function-path")
     if v["rollout_backend"] == "external":
         _check(bool(v["rollout_external_engine_addrs"]), "--rollout-backend external requires --rollout-external-engine-addrs")
+    if v["kl_loss_target"] is not None:
+        _check(v["use_kl_loss"] and v["kl_loss_coef"] > 0.0,
+               "--kl-loss-target steers the KL loss weight: it needs --use-kl-loss and a starting --kl-loss-coef > 0")
+        _check(math.isfinite(v["kl_loss_target"]) and v["kl_loss_target"] > 0.0,
+               f"--kl-loss-target must be > 0, got {v['kl_loss_target']}")
+        _check(math.isfinite(v["kl_loss_horizon"]) and v["kl_loss_horizon"] >= 1.0,
+               f"--kl-loss-horizon must be >= 1 (steps), got {v['kl_loss_horizon']}")
     if v["use_kl_loss"] and v["kl_loss_coef"] == 0.0:
         logger.warning("--use-kl-loss with --kl-loss-coef 0: the KL term is computed but has no effect")

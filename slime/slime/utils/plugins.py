@@ -269,9 +269,11 @@ def adapt_loss(fn: Callable[..., Any], config: Any) -> LossFn:
     if names[:2] in (["policy_logits", "reference_logits"], ["policy_log_probs", "reference_log_probs"]) or (
         len(names) == 5 and required == 5 and names[0] != "args"
     ):
-        ref_config = reference_loss_config(config)
+        bound, ref_config = config, reference_loss_config(config)
 
         def reference(batch, *, config=config, reducer=None, logits=None):
+            # A step that rebinds flags (an adaptive KL weight) passes its own config.
+            step_config = ref_config if config is bound else reference_loss_config(config)
             mask = batch["loss_masks"].bool()
             if "rewards" not in batch:
                 raise KeyError("batch is missing 'rewards' ([B] scalar rewards) needed by the reference compute_loss")
@@ -283,7 +285,7 @@ def adapt_loss(fn: Callable[..., Any], config: Any) -> LossFn:
                 old.detach()[mask],  # old policy's (the PPO ratio's denominator)
                 per_token_rewards[mask],
                 batch["advantages"].float()[mask],
-                dict(ref_config),
+                dict(step_config),
             )
             loss, metrics = _normalise_loss_output(out, where)
             if reducer is not None:
@@ -298,10 +300,11 @@ def adapt_loss(fn: Callable[..., Any], config: Any) -> LossFn:
         return reference
 
     if (names and names[0] == "args" and len(names) >= 2) or (required == 4 and len(names) == 4) or (varargs and not names):
-        args = _args_namespace(config)
+        bound, args = config, _args_namespace(config)
 
         def slime_form(batch, *, config=config, reducer, logits=None):
-            return _normalise_loss_output(fn(args, batch, logits, reducer), where)
+            step_args = args if config is bound else _args_namespace(config)
+            return _normalise_loss_output(fn(step_args, batch, logits, reducer), where)
 
         return slime_form
 

@@ -9,10 +9,12 @@ rank r takes every world_size-th sample of that slice.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -59,9 +61,24 @@ def _reward(args: Any, s: Sample) -> float:
     return reward_value(args, s)
 
 
-def build_loss_call(args: Any) -> Callable:
-    """(batch, logits, reducer) -> (loss, metrics): the built-in loss or the custom plugin
-    (slime's or the reference's signature, adapted by slime.utils.plugins)."""
+@dataclass(frozen=True)
+class LossCall:
+    """(batch, logits, reducer) -> (loss, metrics): the loss plugin bound to the flags it reads."""
+
+    fn: Callable
+    config: Any
+
+    def __call__(self, batch: dict[str, Any], logits: Any, reducer: Callable) -> Any:
+        return self.fn(batch, config=self.config, reducer=reducer, logits=logits)
+
+    def with_flags(self, **values: Any) -> LossCall:
+        """The same loss reading other values of some flags (a step's adaptive KL weight)."""
+        return LossCall(self.fn, argparse.Namespace(**{**vars(self.config), **values}))
+
+
+def build_loss_call(args: Any) -> LossCall:
+    """The built-in loss or the custom plugin (slime's or the reference's signature, adapted by
+    slime.utils.plugins), bound to `args`."""
     from slime.algorithms.loss import BUILTIN_LOSSES
 
     loss_type = getattr(args, "loss_type", "policy_loss")
@@ -73,11 +90,7 @@ def build_loss_call(args: Any) -> Callable:
         fn = BUILTIN_LOSSES[loss_type]
     else:
         raise ValueError(f"unknown --loss-type {loss_type!r}; choose {sorted(BUILTIN_LOSSES)} or custom_loss")
-
-    def call(batch, logits, reducer):
-        return fn(batch, config=args, reducer=reducer, logits=logits)
-
-    return call
+    return LossCall(fn, args)
 
 
 def train_rollout(actor: FSDPTrainActor, args: Any, samples: list[Sample], loss_call: Callable,
