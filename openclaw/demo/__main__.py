@@ -95,15 +95,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.baseline, args.rl_score = args.baseline or preset.baseline, args.rl_score or preset.rl_score
     args.kl_coef = preset.kl_coef if args.kl_coef is None else args.kl_coef
     args.lr = preset.lr if args.lr is None else args.lr
-    if args.kl_target is not None and (args.kl_target < 0 or (args.kl_target > 0 and args.kl_coef <= 0)):
-        p.error("--kl-target must be >= 0 (0: a fixed weight) and needs a KL weight to start from (--kl-coef > 0)")
     if args.kl_target is None and args.kl_coef > 0:
         args.kl_target = preset.kl_target
-    args.kl_target = args.kl_target or None  # 0 turns the steering off
-    if args.kl_horizon is not None and (args.kl_target is None or args.kl_horizon < 1):
-        p.error("--kl-horizon is the adaptive KL weight's pace: give it with --kl-target, and >= 1 (steps)")
+    elif args.kl_target == 0:  # 0 turns the steering off
+        args.kl_target = None
     if args.kl_target is not None and args.kl_horizon is None:
         args.kl_horizon = preset.kl_horizon
+    try:  # checked now, not when the trainer starts after the model has loaded
+        kl_flags(args.kl_coef, args.kl_target, args.kl_horizon)
+    except ValueError as e:
+        p.error(f"--kl-coef/--kl-target/--kl-horizon: {e}")
     if args.method != "rl" and args.baseline == "running":
         p.error("--baseline running is binary RL's option: use it with --method rl")
     if args.method == "opd" and args.rl_score != "sign":

@@ -76,11 +76,16 @@ def demo_preset(method: str, reward: str = "judge") -> DemoPreset:
 def kl_flags(kl_coef: float, kl_target: float | None = None, kl_horizon: float | None = None) -> list[str]:
     """The KL(policy || base) loss term (low-variance estimator), with its weight fixed or, given a
     target, steered toward that batch KL from `kl_coef` at the pace `kl_horizon` (slime's adaptive KL)."""
-    if kl_target is None and kl_horizon is not None:
-        raise ValueError("a KL horizon paces a KL target: give kl_target too")
+    if kl_target is None:
+        if kl_horizon is not None:
+            raise ValueError("a KL horizon paces a KL target: give a target too")
+    elif not kl_target > 0:
+        raise ValueError(f"the KL target must be > 0 (0: a fixed weight), got {kl_target}")
+    elif kl_coef <= 0:
+        raise ValueError("a KL target needs a KL weight to start from (kl_coef > 0)")
+    if kl_horizon is not None and not kl_horizon >= 1:
+        raise ValueError(f"the KL horizon is in train steps and must be >= 1, got {kl_horizon}")
     if kl_coef <= 0:
-        if kl_target is not None:
-            raise ValueError("a KL target needs a KL weight to start from (kl_coef > 0)")
         return []
     flags = ["--use-kl-loss", "--kl-loss-coef", str(kl_coef), "--kl-loss-type", "low_var_kl"]
     if kl_target is not None:
