@@ -57,16 +57,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="binary RL's reward (rl, and combine's binary-RL half): the judge's sign or its graded score "
                         "in [-1, 1]; default: graded for --method rl on the judge (openclaw-rl/README.md, 'Reward "
                         "signal')")
+    combine = demo_preset("combine")  # the help states the preset's values rather than restating them
     p.add_argument("--kl-coef", type=float, default=None,
                    help="KL(policy || base) loss weight (low-variance estimator; the base = adapters off); "
-                        "default 0.5, 0 with --reward length (openclaw/demo/presets.py:demo_preset)")
+                        f"default {combine.kl_coef:g}, {demo_preset('rl', 'length').kl_coef:g} with --reward length "
+                        "(openclaw/demo/presets.py:demo_preset)")
     p.add_argument("--kl-target", type=float, default=None,
                    help="steer the KL weight toward this batch KL(policy || base) after each step, starting from "
-                        "--kl-coef (adaptive KL: slime's --kl-loss-target); 0 keeps the weight fixed; default: 0.08 "
-                        "for combine, fixed for rl and opd (openclaw/demo/presets.py:demo_preset)")
+                        "--kl-coef (adaptive KL: slime's --kl-loss-target); 0 keeps the weight fixed; default: "
+                        f"{combine.kl_target:g} for combine, fixed for rl and opd (openclaw/demo/presets.py:demo_preset)")
     p.add_argument("--kl-horizon", type=float, default=None,
                    help="with a KL target: train steps over which a persistent KL error moves the weight by 20%% "
-                        "(slime's --kl-loss-horizon); default: the preset's (5 for combine), else slime's")
+                        f"(slime's --kl-loss-horizon); default: the preset's ({combine.kl_horizon:g} for combine), "
+                        "else slime's")
     p.add_argument("--w-opd", type=float, default=0.5,
                    help="combine: OPD weight (the method's own default is 1.0; measured here, 1.0 drifted off topic "
                         "and 0.5 passed: bench/results/methods_learning.md)")

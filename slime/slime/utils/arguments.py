@@ -236,6 +236,10 @@ class RewardConfig:
     # launcher routes --majority-vote-n & co. there): the trainer never judges, so it keeps no copy
     # of their defaults and refuses the flags with that reason (see REFUSED_FLAGS).
 
+# --kl-loss-target's pace when --kl-loss-horizon is not given (the flag's own default is None, so a
+# horizon given without a target can be refused instead of ignored).
+DEFAULT_KL_LOSS_HORIZON = 10.0
+
 
 @dataclass(frozen=True)
 class AlgorithmConfig:
@@ -256,8 +260,9 @@ class AlgorithmConfig:
         None, "Steer --kl-loss-coef toward this batch KL after each step (adaptive KL, Ziegler et al. 2019); "
         "--kl-loss-coef is the starting weight. Default: a fixed weight."
     )
-    kl_loss_horizon: float = arg(
-        10.0, "With --kl-loss-target: steps over which a persistent KL error moves the weight by 20%%."
+    kl_loss_horizon: float | None = arg(
+        None, "With --kl-loss-target: steps over which a persistent KL error moves the weight by 20%%. "
+        f"Default: {DEFAULT_KL_LOSS_HORIZON:g}."
     )
     entropy_coef: float = arg(0.0, "Entropy bonus weight.")
     gamma: float = arg(1.0, "Discount for REINFORCE++ returns.")
@@ -1179,7 +1184,10 @@ def _validate(v: dict[str, Any]) -> None:
                "--kl-loss-target steers the KL loss weight: it needs --use-kl-loss and a starting --kl-loss-coef > 0")
         _check(math.isfinite(v["kl_loss_target"]) and v["kl_loss_target"] > 0.0,
                f"--kl-loss-target must be > 0, got {v['kl_loss_target']}")
-        _check(math.isfinite(v["kl_loss_horizon"]) and v["kl_loss_horizon"] >= 1.0,
+        _check(v["kl_loss_horizon"] is None or math.isfinite(v["kl_loss_horizon"]) and v["kl_loss_horizon"] >= 1.0,
                f"--kl-loss-horizon must be >= 1 (steps), got {v['kl_loss_horizon']}")
+    else:
+        _check(v["kl_loss_horizon"] is None,
+               "--kl-loss-horizon paces --kl-loss-target: give a target too (without one the KL weight is fixed)")
     if v["use_kl_loss"] and v["kl_loss_coef"] == 0.0:
         logger.warning("--use-kl-loss with --kl-loss-coef 0: the KL term is computed but has no effect")

@@ -37,6 +37,7 @@ def test_the_controller_refuses_what_it_cannot_steer_on():
     (["--use-kl-loss", "--kl-loss-coef", "0.5", "--kl-loss-target", "-1"], "--kl-loss-target must be > 0"),
     (["--use-kl-loss", "--kl-loss-coef", "0.5", "--kl-loss-target", "0.1", "--kl-loss-horizon", "0"],
      "--kl-loss-horizon must be >= 1"),
+    (["--use-kl-loss", "--kl-loss-coef", "0.5", "--kl-loss-horizon", "5"], "--kl-loss-horizon paces --kl-loss-target"),
 ])
 def test_kl_target_flags_are_checked(flags, message):
     with pytest.raises(ConfigError, match=message):
