@@ -10,7 +10,6 @@ import ray
 import torch
 
 from slime.algorithms.kl import AdaptiveKLCoef
-from slime.utils.arguments import DEFAULT_KL_LOSS_HORIZON
 from slime.utils.types import Sample
 
 KL_WEIGHT_KEY = "adaptive_kl_loss_coef"  # in a rank's trainer state, so a resumed run keeps its weight
@@ -56,9 +55,8 @@ class TrainRayActor:
             self.actor = FSDPTrainActor(acfg, self.args, rank=rank, world_size=world_size)
         self.loss_call = build_loss_call(self.args)
         if getattr(self.args, "kl_loss_target", None) is not None:
-            horizon = self.args.kl_loss_horizon
             self.kl_weight = AdaptiveKLCoef(float(self.args.kl_loss_coef), float(self.args.kl_loss_target),
-                                            DEFAULT_KL_LOSS_HORIZON if horizon is None else float(horizon))
+                                            float(self.args.kl_loss_horizon))
         if trainer_state_dir:
             from slime.utils.checkpoint import rank_state_path
 

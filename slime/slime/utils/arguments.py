@@ -236,8 +236,8 @@ class RewardConfig:
     # launcher routes --majority-vote-n & co. there): the trainer never judges, so it keeps no copy
     # of their defaults and refuses the flags with that reason (see REFUSED_FLAGS).
 
-# --kl-loss-target's pace when --kl-loss-horizon is not given (the flag's own default is None, so a
-# horizon given without a target can be refused instead of ignored).
+# --kl-loss-target's pace when --kl-loss-horizon is not given, filled in by _derive (the flag's own
+# default is None, so a horizon given without a target can be refused instead of ignored).
 DEFAULT_KL_LOSS_HORIZON = 10.0
 
 
@@ -1040,6 +1040,8 @@ def _derive(v: dict[str, Any]) -> None:
     """Fill values slime derives from others (documented next to each rule)."""
     if v["eps_clip_high"] is None:
         v["eps_clip_high"] = v["eps_clip"]
+    if v["kl_loss_target"] is not None and v["kl_loss_horizon"] is None:
+        v["kl_loss_horizon"] = DEFAULT_KL_LOSS_HORIZON
     if v["colocate"]:
         # Colocated engines share the training devices, so both sides must make room.
         v["offload"] = True
@@ -1184,7 +1186,7 @@ def _validate(v: dict[str, Any]) -> None:
                "--kl-loss-target steers the KL loss weight: it needs --use-kl-loss and a starting --kl-loss-coef > 0")
         _check(math.isfinite(v["kl_loss_target"]) and v["kl_loss_target"] > 0.0,
                f"--kl-loss-target must be > 0, got {v['kl_loss_target']}")
-        _check(v["kl_loss_horizon"] is None or math.isfinite(v["kl_loss_horizon"]) and v["kl_loss_horizon"] >= 1.0,
+        _check(math.isfinite(v["kl_loss_horizon"]) and v["kl_loss_horizon"] >= 1.0,
                f"--kl-loss-horizon must be >= 1 (steps), got {v['kl_loss_horizon']}")
     else:
         _check(v["kl_loss_horizon"] is None,

@@ -8,7 +8,7 @@ import math
 import pytest
 from slime.algorithms.kl import AdaptiveKLCoef
 from slime.ray.train_actor import TrainRayActor
-from slime.utils.arguments import ConfigError, parse_config
+from slime.utils.arguments import DEFAULT_KL_LOSS_HORIZON, ConfigError, parse_config
 from slime.utils.types import Sample
 
 
@@ -42,6 +42,13 @@ def test_the_controller_refuses_what_it_cannot_steer_on():
 def test_kl_target_flags_are_checked(flags, message):
     with pytest.raises(ConfigError, match=message):
         parse_config(["--hf-checkpoint", "m", *flags])
+
+
+def test_a_target_without_a_horizon_gets_the_default_pace_and_no_target_keeps_none():
+    base = ["--hf-checkpoint", "m", "--use-kl-loss", "--kl-loss-coef", "0.5"]
+    assert parse_config([*base, "--kl-loss-target", "0.1"]).algorithm.kl_loss_horizon == DEFAULT_KL_LOSS_HORIZON
+    assert parse_config([*base, "--kl-loss-target", "0.1", "--kl-loss-horizon", "3"]).algorithm.kl_loss_horizon == 3.0
+    assert parse_config(base).algorithm.kl_loss_horizon is None
 
 
 def _samples() -> list[Sample]:
