@@ -30,8 +30,8 @@ from pathlib import Path
 import swe_sources
 from swe_instances import SHIPPED, Instance, split_for, tree_hash, write_instances
 from swe_mutate import Mutation, find_mutations
-from swe_tests import TestRun, run_tests
-from swe_workspace import load_base
+from swe_tests import TestRun
+from swe_workspace import load_base, run_instance_tests
 
 from openclaw.sandbox import Limits, SandboxConfig, SandboxPool, SandboxSession
 
@@ -51,6 +51,10 @@ class Project:
     python_path: list[str]
     sources: list[str]  # library modules, relative to root
     test_files: list[str]
+    metadata: Path  # bound beside the tree: its metadata and test dependencies (swe_sources.project_deps_dir)
+
+    async def run_tests(self, sb: SandboxSession, runtime: Path, tests: list[str], timeout_s: float) -> TestRun:
+        return await run_instance_tests(sb, runtime, tests, self.python_path, timeout_s, self.metadata)
 
 
 def _is_test(rel: str) -> bool:
@@ -76,11 +80,13 @@ def inspect_project(pin: str) -> Project:
     sources = [f for f in sources if not f.endswith(("setup.py", "_version.py", "version.py", "__main__.py"))]
     if not sources:
         raise Rejected(f"{pin}: no library modules found beside the tests")
-    return Project(pin, root, python_path, sources, tests)
+    return Project(pin, root, python_path, sources, tests, swe_sources.project_deps_dir(pin))
 
 
 def builder_pool() -> SandboxPool:
-    limits = Limits(wall_timeout_s=300, cpu_seconds=300, address_space_bytes=2 << 30, max_processes=64)
+    # A whole suite's report (every test id) can pass the episodes' 64 KiB output cap.
+    limits = Limits(wall_timeout_s=300, cpu_seconds=300, address_space_bytes=2 << 30, max_processes=64,
+                    max_output_bytes=8 << 20)
     return SandboxPool(SandboxConfig(limits=limits), size=1)
 
 
@@ -132,6 +138,7 @@ async def build_project(pin: str, max_instances: int, max_p2p: int = 8, max_f2p:
                         max_candidates: int = 200, log=print) -> list[Instance]:
     """Instances for one pinned project; raises Rejected with the reason when it gives none."""
     swe_sources.download_sdist(pin)
+    swe_sources.install_test_dependencies(pin)
     project = inspect_project(pin)
     runtime = swe_sources.pytest_runtime_dir()
     pristine = swe_sources.publish_tree(f"pristine/{swe_sources.require_sdist(pin).name}",
@@ -141,15 +148,13 @@ async def build_project(pin: str, max_instances: int, max_p2p: int = 8, max_f2p:
     out: list[Instance] = []
     async with pool.session() as sb:
         await load_base(sb, pristine, git=False)
-        baseline = await run_tests(sb, str(runtime), project.test_files, project.python_path, timeout_s=300)
+        baseline = await project.run_tests(sb, runtime, project.test_files, timeout_s=300)
         if baseline.timed_out:
             raise Rejected(f"{pin}: the test suite did not finish in 300 s in the sandbox (no network: "
                            "do the tests need it?)")
-        passing = sorted(t for t, o in _all_outcomes(baseline).items() if o == "passed")
+        passing = sorted(t for t, o in baseline.all_outcomes.items() if o == "passed")
         if not passing:
-            tail = "\n".join(baseline.output.strip().splitlines()[-15:])
-            raise Rejected(f"{pin}: no test passes in the sandbox with only pytest (missing test "
-                           f"dependencies or network?). pytest said:\n{tail}")
+            raise Rejected(f"{pin}: no test passes in the sandbox. {first_error(baseline)}")
         log(f"{pin}: {len(passing)} baseline tests pass ({len(project.test_files)} files, {baseline.duration_s:.1f}s)")
         texts = {f: (project.root / f).read_text() for f in project.test_files}
         candidates = []
@@ -186,16 +191,34 @@ async def build_project(pin: str, max_instances: int, max_p2p: int = 8, max_f2p:
     return out
 
 
-def _all_outcomes(run: TestRun) -> dict[str, str]:
-    """Every test in the run's summary (run_tests keys only the requested ids)."""
-    from swe_tests import _SUMMARY
+_MISSING_MODULE = re.compile(r"No module named '([^']+)'")
 
-    found: dict[str, str] = {}
-    for line in run.output.splitlines():
-        m = _SUMMARY.match(line.strip())
-        if m and "::" in m.group(2):
-            found[m.group(2)] = m.group(1).lower()
-    return found
+
+def first_error(run: TestRun) -> str:
+    """The run's first real error, quoted with where it happened, and what it means offline."""
+    failed = sorted(t for t, o in run.all_outcomes.items() if o in ("failed", "error"))
+    texts = [*run.collect_errors.items(), *((t, run.failures.get(t, "")) for t in failed)]
+    found = [(where, ln.strip()[1:].strip()) for where, text in texts for ln in text.splitlines()
+             if ln.strip().startswith("E ") and ln.strip()[1:].strip()]
+    if not found:
+        detail = f"The test run did not report: {run.tamper[0]}. " if run.tamper else ""
+        return f"{detail}pytest said:\n{_tail(run)}"
+    where, first = found[0]
+    missing = _MISSING_MODULE.search(first)
+    if missing:
+        why = (f"The tests import `{missing.group(1)}`, which is not in the sandbox (only the project and "
+               "pytest are; there is no network to install more).")
+    elif "PackageNotFoundError" in first:
+        why = "The project reads installed package metadata that the sandbox does not have."
+    elif re.search(r"socket|connection|resolve|network|gaierror", first, re.IGNORECASE):
+        why = "The tests need the network, which the sandbox does not have."
+    else:
+        why = "That error stops every test."
+    return f"The first error, in {where}: `{first}`. {why}"
+
+
+def _tail(run: TestRun) -> str:
+    return "\n".join(run.output.strip().splitlines()[-15:])
 
 
 async def _try_mutation(sb: SandboxSession, project: Project, runtime: Path, pristine: Path, rel: str,
@@ -208,8 +231,8 @@ async def _try_mutation(sb: SandboxSession, project: Project, runtime: Path, pri
         selected = [t for t in passing if t.split("::")[0] in files]
         if not selected:
             return None
-        discover = await run_tests(sb, str(runtime), files, project.python_path, timeout_s=120)
-        outcomes = _all_outcomes(discover)
+        discover = await project.run_tests(sb, runtime, files, timeout_s=120)
+        outcomes = discover.all_outcomes
         failing = [t for t in selected if outcomes.get(t) not in ("passed", None)]
         if discover.timed_out or not failing or len(failing) == len(selected) and len(selected) > 3:
             return None  # nothing fails, or everything does (a break that kills the module is no task)
@@ -217,12 +240,12 @@ async def _try_mutation(sb: SandboxSession, project: Project, runtime: Path, pri
         still = [t for t in selected if outcomes.get(t) == "passed"]
         rng = random.Random(f"{seed}:{rel}:{mut.lineno}")
         p2p = sorted(rng.sample(still, min(max_p2p, len(still))))
-        broken = await run_tests(sb, str(runtime), f2p + p2p, project.python_path, timeout_s=120)
+        broken = await project.run_tests(sb, runtime, f2p + p2p, timeout_s=120)
         if any(broken.passed(t) for t in f2p) or not all(broken.passed(t) for t in p2p):
             return None
     finally:
         sb.write_file(rel, original)
-    fixed = await run_tests(sb, str(runtime), f2p + p2p, project.python_path, timeout_s=120)
+    fixed = await project.run_tests(sb, runtime, f2p + p2p, timeout_s=120)
     if not all(fixed.passed(t) for t in f2p + p2p):
         return None  # flaky
     name, version = swe_sources.parse_pin(project.pin)
@@ -274,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "fetch":
         for pin in args.pins or [p for p, _ in read_projects()]:
             print(swe_sources.download_sdist(pin))
+            deps = swe_sources.install_test_dependencies(pin)
+            if deps:
+                print(deps)
         print(swe_sources.install_pytest_runtime())
         return 0
     swe_sources.install_pytest_runtime()

@@ -3,8 +3,12 @@
 The agent acts through four tools, each run inside the episode's sandbox: `bash` (a shell
 command in /workspace), `view` (a file with line numbers), `str_replace` (edit by exact string
 replacement, the old string must occur exactly once) and `submit`. The episode's patch is the
-diff of the work tree against the base; the repository's own tests decide the reward:
+diff of the work tree against the pristine base; the repository's own tests decide the reward:
 1 when every FAIL_TO_PASS test passes and no PASS_TO_PASS test breaks, else 0.
+
+What is scored is the recorded patch, applied to a fresh copy of the base: a patch refused by
+`swe_guard` (test infrastructure, shadowing modules, reaching into the runner) scores 0 without
+running, and a run in which the report plugin saw tampering scores 0; the reason is kept.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swe_guard import patch_violations
 from swe_instances import Instance
 from swe_tests import TestRun
-from swe_workspace import current_patch, evaluate_tree, load_base
+from swe_workspace import PatchTooLarge, clean_tree_with_patch, current_patch, load_base, run_instance_tests
 
 from openclaw.sandbox import ExecResult, SandboxSession
 
@@ -102,17 +107,24 @@ class EvalResult:
     pass_to_pass_passed: int
     test_seconds: float
     timed_out: bool
+    refused: list[str] = field(default_factory=list)  # why the patch scored 0 whatever the tests said
 
     @property
     def reward(self) -> float:
-        return 1.0 if self.resolved else 0.0
+        return 1.0 if self.resolved and not self.refused else 0.0
 
 
 def score(instance: Instance, run: TestRun, patch: str) -> EvalResult:
     f2p = sum(run.passed(t) for t in instance.FAIL_TO_PASS)
     p2p = sum(run.passed(t) for t in instance.PASS_TO_PASS)
-    resolved = f2p == len(instance.FAIL_TO_PASS) and p2p == len(instance.PASS_TO_PASS) and not run.timed_out
-    return EvalResult(resolved, patch, dict(run.outcomes), f2p, p2p, run.duration_s, run.timed_out)
+    refused = [f"the test run was tampered with: {t}" for t in run.tamper]
+    resolved = (f2p == len(instance.FAIL_TO_PASS) and p2p == len(instance.PASS_TO_PASS) and not run.timed_out
+                and not refused)
+    return EvalResult(resolved, patch, dict(run.outcomes), f2p, p2p, run.duration_s, run.timed_out, refused)
+
+
+def refused_result(instance: Instance, patch: str, reasons: list[str]) -> EvalResult:
+    return EvalResult(False, patch, {t: "not run" for t in instance.test_ids}, 0, 0, 0.0, False, reasons)
 
 
 class SweEnv:
@@ -188,28 +200,34 @@ class SweEnv:
         return result
 
     async def evaluate(self) -> EvalResult:
-        """The patch, then the instance's tests on the work tree (test files restored first)."""
-        patch = await current_patch(self.session)
-        inst = self.instance
-        run = await evaluate_tree(self.session, self.runtime_dir, self.base_dir, inst.test_ids, inst.test_files,
-                                  inst.python_path, inst.test_patch, self.test_timeout_s, self.deps_dir)
-        return score(inst, run, patch)
+        """The recorded patch (the work tree against the pristine base), scored on a fresh copy of the base."""
+        try:
+            patch = await current_patch(self.session, self.base_dir)
+        except PatchTooLarge as e:
+            return refused_result(self.instance, "", [str(e)])
+        return await score_patch(self.instance, patch, self.session, self.base_dir, self.runtime_dir,
+                                 self.test_timeout_s, self.deps_dir)
 
 
 def episode_reward(evaluation: EvalResult, step_scores: list[float], prm_step_coef: float) -> float:
-    """1 if resolved else 0, plus prm_step_coef * mean per-step process score (0 by default)."""
+    """1 if resolved else 0, plus prm_step_coef * mean per-step process score (0 by default).
+    A refused patch earns nothing, not even the process bonus."""
+    if evaluation.refused:
+        return 0.0
     bonus = prm_step_coef * (sum(step_scores) / len(step_scores)) if step_scores and prm_step_coef else 0.0
     return evaluation.reward + bonus
 
 
 async def score_patch(instance: Instance, patch: str, session: SandboxSession, base_dir: Path, runtime_dir: Path,
                       test_timeout_s: float = 120.0, deps_dir: Path | None = None) -> EvalResult:
-    """SWE-bench's harness step on a fresh session: base repo + `patch`, then the instance's tests.
-    A patch that does not apply scores 0 with every test 'missing'."""
-    from swe_workspace import apply_patch_in_sandbox
-
-    await load_base(session, base_dir)
-    if not await apply_patch_in_sandbox(session, patch):
-        return EvalResult(False, patch, {t: "missing" for t in instance.test_ids}, 0, 0, 0.0, False)
-    env = SweEnv(instance, session, base_dir, runtime_dir, test_timeout_s=test_timeout_s, deps_dir=deps_dir)
-    return await env.evaluate()
+    """SWE-bench's harness step: `patch` checked by swe_guard, applied to a fresh copy of the base
+    repository in `session`'s work dir (whatever was there is deleted), then the instance's tests.
+    A refused patch, or one that does not apply, scores 0 with the reason in `refused`."""
+    reasons = patch_violations(patch, base_dir)
+    if reasons:
+        return refused_result(instance, patch, reasons)
+    if not await clean_tree_with_patch(session, base_dir, patch, instance.test_files, instance.test_patch):
+        return refused_result(instance, patch, ["the patch does not apply to the base repository"])
+    run = await run_instance_tests(session, runtime_dir, instance.test_ids, instance.python_path, test_timeout_s,
+                                   deps_dir)
+    return score(instance, run, patch)

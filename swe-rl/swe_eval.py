@@ -108,7 +108,7 @@ async def episode_on_endpoint(cfg: SweRLConfig, inst: Instance, client: Any, mod
     scores = [s.step_score for s in env.history]
     return Episode(inst.instance_id, evaluation.reward, evaluation.resolved, evaluation.patch, evaluation.tests,
                    env.steps, scores, [s.action.tool for s in env.history], setup, evaluation.test_seconds, outcome,
-                   transcript)
+                   transcript, evaluation.refused)
 
 
 def write_logs(out: Path, episode: Episode) -> None:

@@ -95,11 +95,12 @@ class Episode:
     test_seconds: float
     outcome: str
     transcript: list[dict[str, str]] = field(default_factory=list)  # model text + tool result per step (eval logs)
+    refused: list[str] = field(default_factory=list)  # why the patch scored 0 whatever the tests said
 
     def metadata(self) -> dict[str, Any]:
         return dict(instance_id=self.instance_id, resolved=self.resolved, patch=self.patch, test_results=self.tests,
                     steps=self.steps, step_scores=self.step_scores, tools=self.tools,
-                    setup_seconds=self.setup_seconds, test_seconds=self.test_seconds)
+                    setup_seconds=self.setup_seconds, test_seconds=self.test_seconds, refused=self.refused)
 
 
 async def prepare_instance(instance: Instance, mirrors: str | None) -> tuple[Path, Path, Path | None]:
@@ -136,7 +137,7 @@ async def run_episode(cfg: SweRLConfig, instance: Instance, builder: TrajectoryB
     scores = [s.step_score for s in env.history]
     return Episode(instance.instance_id, episode_reward(result, scores, cfg.prm_step_coef), result.resolved,
                    result.patch, result.tests, env.steps, scores, [s.action.tool for s in env.history],
-                   setup, result.test_seconds, outcome, transcript)
+                   setup, result.test_seconds, outcome, transcript, result.refused)
 
 
 def initial_messages(instance: Instance) -> list[dict[str, str]]:

@@ -162,12 +162,13 @@ def base_repo(instance: Instance, mirrors: str | Path | None = None) -> Path:
     return swe_sources.publish_tree(f"repos/{instance.instance_id}-{instance.base_commit[:10]}", fill_git)
 
 
-def dependency_dir(instance: Instance, mirrors: str | Path | None) -> Path | None:
-    """SWE-bench instances: the repository's Python dependencies, pip-installed with --target into
-    <mirrors>/<owner>__<name>.deps (bound read-only on PYTHONPATH); None for our sdist instances
-    (pure-Python projects whose tests need only pytest)."""
+def dependency_dir(instance: Instance, mirrors: str | Path | None = None) -> Path:
+    """What is bound read-only on PYTHONPATH beside the work tree. SWE-bench instances: the
+    repository's Python dependencies, pip-installed with --target into <mirrors>/<owner>__<name>.deps.
+    Our sdist instances: the project's installed metadata and its declared test dependencies
+    (swe_sources.project_deps_dir)."""
     if instance.source == "sdist":
-        return None
+        return swe_sources.project_deps_dir(instance.sdist)
     assert mirrors is not None
     deps = Path(f"{mirror_dir_for(instance, mirrors)}.deps")
     if not deps.is_dir():

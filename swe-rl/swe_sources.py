@@ -152,6 +152,7 @@ def install_pytest_runtime() -> Path:
     target = pytest_runtime_cache()
     if (target / "pytest").is_dir():
         return target
+    cache_dir().mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="pytest-", dir=cache_dir()))
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(tmp), *PYTEST_RUNTIME]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -163,12 +164,23 @@ def install_pytest_runtime() -> Path:
     return target
 
 
+REPORT_PLUGIN = Path(__file__).resolve().parent / "swe_report_plugin.py"
+REPORT_PLUGIN_MODULE = "openclaw_swe_report"
+
+
 def pytest_runtime_dir() -> Path:
-    """The pytest runtime, published where the sandbox can read it (bind it at /opt/swe-pytest)."""
+    """The pytest runtime plus swe-rl's report plugin, published where the sandbox can read it
+    (bind it at /opt/swe-pytest). Keyed by the plugin's content, so an edited plugin is republished."""
     cached = pytest_runtime_cache()
     if not (cached / "pytest").is_dir():
         raise MissingSourceError(f"the pytest runtime is not in {cached}; run `bash swe-rl/setup_swe.sh`")
-    return _publish(lambda tmp: shutil.copytree(cached, tmp, dirs_exist_ok=True), f"pytest-{cached.name}")
+    plugin = REPORT_PLUGIN.read_bytes()
+
+    def fill(tmp: Path) -> None:
+        shutil.copytree(cached, tmp, dirs_exist_ok=True)
+        (tmp / f"{REPORT_PLUGIN_MODULE}.py").write_bytes(plugin)
+
+    return _publish(fill, f"pytest-{cached.name}-{hashlib.sha1(plugin).hexdigest()[:8]}")
 
 
 def publish_tree(key: str, fill) -> Path:
@@ -176,9 +188,79 @@ def publish_tree(key: str, fill) -> Path:
     return _publish(fill, key)
 
 
+TEST_EXTRAS = ("test", "tests", "testing")
+_REQUIRES = re.compile(r"^Requires-Dist:\s*([^;]+?)\s*;\s*extra\s*==\s*['\"]([^'\"]+)['\"]\s*$", re.MULTILINE)
+
+
+def _pkg_info(pin: str) -> str:
+    name, version = parse_pin(pin)
+    pkg_info = unpack_sdist(pin) / "PKG-INFO"
+    return (pkg_info.read_text(errors="replace") if pkg_info.is_file()
+            else f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_requirements(pin: str) -> list[str]:
+    """The project's declared test dependencies (its `test`/`tests`/`testing` extra), minus pytest,
+    its plugins and coverage: the sandbox runs the pinned pytest runtime alone."""
+    found = []
+    for req, extra in _REQUIRES.findall(_pkg_info(pin)):
+        dist = _norm(re.split(r"[\s<>=!~\[(]", req.strip(), maxsplit=1)[0])
+        if extra in TEST_EXTRAS and dist != "pytest" and not dist.startswith(("pytest-", "coverage")):
+            found.append(req.strip())
+    return sorted(set(found))
+
+
+def _test_deps_cache(pin: str) -> Path:
+    name, version = parse_pin(pin)
+    return cache_dir() / "test-deps" / f"{_norm(name)}-{version}"
+
+
+def install_test_dependencies(pin: str) -> Path | None:
+    """pip install --target of the project's test dependencies into the cache (needs PyPI once)."""
+    reqs = test_requirements(pin)
+    target = _test_deps_cache(pin)
+    if not reqs or target.is_dir():
+        return target if reqs else None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".deps-", dir=target.parent))
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", str(tmp), *reqs]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise MissingSourceError(f"could not install the test dependencies of {pin} ({reqs}): "
+                                 f"{out.stderr.strip()[-500:]}")
+    tmp.rename(target)
+    return target
+
+
+def project_deps_dir(pin: str) -> Path:
+    """What the sandbox puts on PYTHONPATH beside the work tree, as an install would leave it: the
+    project's metadata (`<name>-<version>.dist-info/METADATA` from the sdist's PKG-INFO, so a project
+    that asks `importlib.metadata.version(name)` finds itself) and its declared test dependencies."""
+    name, version = parse_pin(pin)
+    text = _pkg_info(pin)
+    deps = _test_deps_cache(pin) if test_requirements(pin) else None
+    if deps is not None and not deps.is_dir():
+        raise MissingSourceError(f"the test dependencies of {pin} are not in {deps}; run "
+                                 f"`python swe-rl/swe_build.py fetch {pin}` (needs PyPI once)")
+    dist = f"{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info"
+
+    def fill(tmp: Path) -> None:
+        if deps is not None:
+            shutil.copytree(deps, tmp, dirs_exist_ok=True, symlinks=True)
+        (tmp / dist).mkdir()
+        (tmp / dist / "METADATA").write_text(text)
+        (tmp / dist / "INSTALLER").write_text("openclaw-swe\n")
+
+    key = hashlib.sha1((text + "\n".join(test_requirements(pin))).encode()).hexdigest()[:8]
+    return _publish(fill, f"deps/{_norm(name)}-{version}-{key}")
+
+
 def missing_sources(pins: list[str]) -> list[str]:
     """What `bash swe-rl/setup_swe.sh` would fetch that is not in the cache yet."""
     missing = sorted({p for p in pins if find_sdist(p) is None})
+    missing += sorted({f"the test dependencies of {p}" for p in pins if p not in missing
+                       and test_requirements(p) and not _test_deps_cache(p).is_dir()})
     if not (pytest_runtime_cache() / "pytest").is_dir():
         missing.append("the pytest runtime")
     return missing

@@ -101,5 +101,51 @@ async def test_builder_rejects_with_a_reason(cache):
     with pytest.raises(Rejected, match="no test passes in the sandbox") as err:
         await build_project("needsnet==1.0", max_instances=1, log=lambda *_: None)
     assert "test_fetch" in str(err.value)  # pytest's own words say which test failed and why
+    assert "need the network" in str(err.value)
+    missing_dep = "import not_in_the_sandbox\n\n\ndef test_x():\n    assert not_in_the_sandbox\n"
+    make_sdist(cache, "needsdep", {"needsdep/__init__.py": LIB, "tests/test_dep.py": missing_dep})
+    with pytest.raises(Rejected) as err:
+        await build_project("needsdep==1.0", max_instances=1, log=lambda *_: None)
+    assert "No module named 'not_in_the_sandbox'" in str(err.value) and "tests/test_dep.py" in str(err.value)
     with pytest.raises(ValueError, match="NAME==VERSION"):
         await build_project("needsnet", max_instances=1)
+
+
+# A project whose package reads its own installed version, and whose suite's -rA output (about
+# 200 KB) is far past a sandbox command's 64 KiB output cap.
+SELF_VERSIONED = '''from importlib.metadata import version
+
+__version__ = version("bigcalc")
+''' + LIB
+BIG_SUITE = TESTS + '''
+import pytest
+
+
+@pytest.mark.parametrize("n", range(1500))
+def test_clamp_keeps_values_inside_a_wide_range_unchanged_whatever_their_size(n):
+    assert clamp(n, 0, 10_000) == n
+'''
+
+
+async def test_builder_installs_the_project_and_reads_a_large_suite(cache):
+    make_sdist(cache, "bigcalc", {"bigcalc/__init__.py": SELF_VERSIONED,
+                                  "tests/test_bigcalc.py": BIG_SUITE.replace("tinycalc", "bigcalc"),
+                                  "PKG-INFO": "Metadata-Version: 2.1\nName: bigcalc\nVersion: 1.0\n"})
+    lines: list[str] = []
+    got = await build_project("bigcalc==1.0", max_instances=1, log=lines.append)
+    assert got and "1504 baseline tests pass" in lines[0]
+
+
+@pytest.mark.slow  # downloads two sdists, freezegun and the pytest runtime from PyPI, then ~80 s of builds
+@pytest.mark.parametrize("pin", ["tabulate==0.9.0", "humanize==4.9.0"])
+def test_real_projects_build_from_a_clean_cache(pin, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    env = dict(os.environ, OPENCLAW_SWE_CACHE=str(tmp_path / "cache"))
+    out = tmp_path / "got.jsonl"
+    r = subprocess.run([sys.executable, str(ROOT / "swe-rl" / "swe_build.py"), "build", pin, "--max-instances", "5",
+                        "--out", str(out)], env=env, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1])["instances"] >= 5
