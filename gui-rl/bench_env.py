@@ -2,7 +2,7 @@
 
     python gui-rl/bench_env.py --parallel-envs 16 --seconds 60
 
-Each of N threads runs scripted-policy episodes of the one-step and multi-step training tasks on
+Each of N threads runs scripted-policy episodes of the training tasks it has plans for on
 its own browser; a step = one action + the new observation (tree + PNG). Memory is the summed
 PSS (/proc/PID/smaps_rollup) of each browser's Chromium processes, measured while they run.
 """
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from gui_eval import run_episode
-from gui_policies import ScriptedPolicy
+from gui_policies import PLANNED_TASKS, ScriptedPolicy
 from gui_screenshots import make_pool
 from gui_tasks import TASKS, train_seed
 
@@ -43,13 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     pool = make_pool(args.parallel_envs, os.environ.get("SCREENSHOT_BACKEND", "playwright"))
     steps, episodes, lock = [0], [0], threading.Lock()
+    tasks = [t.name for t in TASKS if t.name in PLANNED_TASKS]  # a refused task would take no step
     stop = threading.Event()
 
     def worker(i: int) -> None:
         with pool.env_sync() as env:
             n = 0
             while not stop.is_set():
-                task = TASKS[(i + n) % len(TASKS)].name
+                task = tasks[(i + n) % len(tasks)]
                 r = run_episode(env, ScriptedPolicy(), task, train_seed(i * 1000 + n), max_steps=6)
                 n += 1
                 with lock:

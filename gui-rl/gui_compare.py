@@ -7,6 +7,9 @@ change is measured on the same pages. The interval resamples those pairs (95%, p
 bootstrap, the persona suite's `paired_bootstrap_delta`); with equal episodes per task the mean
 over episodes is the mean over tasks that `gui_eval.py` prints.
 
+Tasks a report lists as unplanned (the scripted policy has no plan for them) are left out of both
+sides and named under the table: their episodes measure nothing.
+
 `--actions N` adds each task's N most frequent first actions in both reports: a policy that has
 collapsed onto one answer per task (`click('e15')` on every page) shows as one action with every
 episode, whatever the page asked for.
@@ -24,19 +27,27 @@ from typing import Any
 from openclaw.demo.metrics import Interval, paired_bootstrap_delta
 
 
-def _outcomes(report: dict[str, Any]) -> dict[tuple[str, int], float]:
-    return {(e["task"], int(e["seed"])): float(bool(e["success"])) for e in report["episodes"]}
+def unplanned(*reports: dict[str, Any]) -> list[str]:
+    """Tasks any of the reports lists as unplanned (gui_eval's `unplanned`)."""
+    return sorted({task for report in reports for task in report.get("unplanned", {})})
+
+
+def _outcomes(report: dict[str, Any], skip: list[str]) -> dict[tuple[str, int], float]:
+    return {(e["task"], int(e["seed"])): float(bool(e["success"])) for e in report["episodes"]
+            if e["task"] not in skip}
 
 
 def compare(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[tuple[str, float, float]], Interval]:
-    """Per-task success (before, after, in %) and the paired change over all episodes."""
-    b, a = _outcomes(before), _outcomes(after)
+    """Per-task success (before, after, in %) and the paired change over all episodes of the
+    tasks neither report lists as unplanned."""
+    skip = unplanned(before, after)
+    b, a = _outcomes(before, skip), _outcomes(after, skip)
     if set(b) != set(a):
         missing = sorted(set(b) ^ set(a))[:5]
         raise ValueError(f"the reports hold different episodes (e.g. {missing}); evaluate both on the same "
                          "tasks and --episodes")
     keys = sorted(b)
-    tasks = list(dict.fromkeys(e["task"] for e in before["episodes"]))
+    tasks = list(dict.fromkeys(e["task"] for e in before["episodes"] if e["task"] not in skip))
     rows = []
     for task in tasks:
         mine = [k for k in keys if k[0] == task]
@@ -88,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     rows, delta = compare(before, after)
     names = (args.before.parent.name, args.after.parent.name)
     text = render(rows, delta, names)
+    if skipped := unplanned(before, after):
+        text += f"\nnot compared (no scripted plan): {', '.join(skipped)}\n"
     if args.actions:
         text += "\n" + render_actions(before, after, args.actions, names)
     print(text, end="")

@@ -2,7 +2,8 @@
 
 One `GuiEnv` = one Chromium process with one page. `reset(task, seed)` opens the task page,
 seeds it and starts the episode; `step(action)` performs one action and reads the page's own
-reward (`WOB_RAW_REWARD_GLOBAL`, set by the task's JavaScript). Observations are the task's goal,
+reward (`WOB_RAW_REWARD_GLOBAL`, set by the task's JavaScript): 1 for MiniWoB++'s full credit,
+else 0. An episode is one problem on one document: its first end is final. Observations are the task's goal,
 Playwright's accessibility snapshot of the task area (`aria_snapshot(mode="ai")`, whose
 `[ref=eN]` element ids the actions name) and a PNG screenshot of the task area.
 
@@ -13,14 +14,16 @@ across episodes. Callers in any loop (or none) reach them through `asyncio.wrap_
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import dataclasses
+import math
 import os
 import random
 import re
+import secrets
 import threading
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
@@ -55,6 +58,22 @@ _PREPARE_TREE_JS = """() => {
   }
   return [core.getUtterance(), {x: r.x, y: r.y, width: r.width, height: r.height}];
 }"""
+# Starts this reset's episode. MiniWoB++ calls core.startEpisode() when an episode ends: its
+# black START cover, whose click draws a new problem and clears the reward. Here one reset is one
+# problem, so that call does nothing: the last screenshot shows the page as the episode left it,
+# and no action can start a second try. The token, fixed on this document's window, tells the
+# reward read below that the page is still the document this reset opened.
+_START_EPISODE_JS = """([seed, ms, token]) => {
+  Math.seedrandom(seed);
+  core.EPISODE_MAX_TIME = ms;
+  core.startEpisode = function () {};
+  Object.defineProperty(window, '__guiEpisode', {value: token, writable: false, configurable: false});
+  core.startEpisodeReal();
+}"""
+# [token, done, raw reward]; the token is null on any document this reset did not start.
+_READ_STATE_JS = """() => [window.__guiEpisode === undefined ? null : window.__guiEpisode,
+  typeof WOB_DONE_GLOBAL === 'undefined' ? null : WOB_DONE_GLOBAL,
+  typeof WOB_RAW_REWARD_GLOBAL === 'undefined' ? null : WOB_RAW_REWARD_GLOBAL]"""
 # A point (viewport coordinates) where the element itself receives the click, or null.
 _VISIBLE_POINT_JS = """(el) => {
   const r = el.getBoundingClientRect();
@@ -66,6 +85,15 @@ _VISIBLE_POINT_JS = """(el) => {
   return null;
 }"""
 ACTIONS = ("click", "fill", "press", "scroll", "select_option", "done")
+# Each action's arguments: an element id, text (a string; a number stands for its digits), a key
+# name, or pixels (a number).
+SIGNATURES: dict[str, tuple[str, ...]] = {
+    "click": ("ref",), "fill": ("ref", "text"), "press": ("ref", "key"), "scroll": ("px", "px"),
+    "select_option": ("ref", "text"), "done": ()}
+# MiniWoB++'s raw reward for a task done right. Some tasks pay part of it for a wrong answer
+# (click-checkboxes: the share of boxes in the right state, so Submit alone often scores > 0;
+# find-greatest: 0.1 for the wrong card), so only full credit counts as success.
+FULL_CREDIT = 1.0
 T = TypeVar("T")
 
 
@@ -91,7 +119,7 @@ class Action:
 @dataclass
 class StepResult:
     observation: Observation
-    reward: float  # 1.0 if the page's own reward is > 0, else 0.0
+    reward: float  # 1.0 if the page's own reward is full credit (FULL_CREDIT), else 0.0
     done: bool
     raw_reward: float  # the page's reward in [-1, 1] (0 while the episode runs)
     error: str | None = None  # why an action could not be performed (shown to the policy)
@@ -102,31 +130,53 @@ class ActionError(ValueError):
 
 
 _CALL = re.compile(r"\b(" + "|".join(ACTIONS) + r")\((.*?)\)\s*$", re.MULTILINE)
+# The only argument forms: a quoted string (either quote, backslash escapes) or a decimal number.
+_TOKEN = r"""(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|-?[0-9]+(?:\.[0-9]+)?)"""
+_ARGS = re.compile(rf"\s*{_TOKEN}\s*(?:,\s*{_TOKEN}\s*)*")
+_ESCAPES = {"n": "\n", "t": "\t"}
 
 
 def parse_action(text: str) -> Action:
     """The last BrowserGym-style call in a model's reply: click("e3"), fill("e5", "hi"),
-    press("e5", "Enter"), scroll(0, 200), select_option("e7", "Red"), done()."""
+    press("e5", "Enter"), scroll(0, 200), select_option("e7", "Red"), done().
+
+    Read against a strict grammar, never evaluated: whatever a reply holds becomes one of these
+    calls with plain string/number arguments, or an ActionError."""
     matches = list(_CALL.finditer(text))
     if not matches:
         raise ActionError(f"no action found; use one of: {', '.join(a + '(...)' for a in ACTIONS)}")
     m = matches[-1]
-    try:
-        args = ast.literal_eval(f"({m.group(2)},)") if m.group(2).strip() else ()
-    except (SyntaxError, ValueError) as exc:
-        raise ActionError(f"bad arguments in {m.group(0)!r}: {exc}") from None
-    arity = {"click": 1, "fill": 2, "press": 2, "scroll": 2, "select_option": 2, "done": 0}[m.group(1)]
-    if len(args) != arity:
-        raise ActionError(f"{m.group(1)} takes {arity} argument(s), got {len(args)}")
-    action = Action(m.group(1), tuple(args))
+    name, raw = m.group(1), m.group(2)
+    if raw.strip() and not _ARGS.fullmatch(raw):
+        raise ActionError(f"bad arguments in {m.group(0)[:80]!r}: use quoted strings and numbers")
+    tokens = re.findall(_TOKEN, raw)
+    kinds = SIGNATURES[name]
+    if len(tokens) != len(kinds):
+        raise ActionError(f"{name} takes {len(kinds)} argument(s), got {len(tokens)}")
+    action = Action(name, tuple(_argument(name, kind, token) for kind, token in zip(kinds, tokens, strict=True)))
     check_scroll(action)
     return action
+
+
+def _argument(name: str, kind: str, token: str) -> str | float:
+    """One argument token, checked against what the action takes at that place."""
+    if token[0] not in "\"'":
+        if kind == "px":
+            value = float(token)
+            return int(value) if value.is_integer() and math.isfinite(value) else value
+        if kind == "text":
+            return token  # fill("e5", 42) types the digits
+        raise ActionError(f"{name}'s {'element id' if kind == 'ref' else 'key'} is a quoted string, got {token}")
+    if kind == "px":
+        raise ActionError(f"scroll takes two numbers (pixels right, pixels down), got {token}")
+    return re.sub(r"\\(.)", lambda e: _ESCAPES.get(e.group(1), e.group(1)), token[1:-1])
 
 
 def check_scroll(action: Action) -> None:
     """scroll takes pixel offsets. A sampled `scroll("e5", 0)` is the policy's mistake (an
     ActionError it is shown), not a ValueError that ends the training job (it did, once)."""
-    if action.name == "scroll" and not all(isinstance(a, int | float) and not isinstance(a, bool) for a in action.args):
+    if action.name == "scroll" and not all(isinstance(a, int | float) and not isinstance(a, bool)
+                                           and math.isfinite(a) for a in action.args):
         raise ActionError(f"scroll takes two numbers (pixels right, pixels down), got {action.render()}")
 
 
@@ -196,16 +246,18 @@ class GuiEnv:
     screenshots: list[bytes] = field(default_factory=list)
     ref_prefix: str = ""
     ids: ShuffledIds | None = None  # set by reset(shuffle_ids=True)
+    shown: set[str] = field(default_factory=set)  # the page's ids of the elements last shown
+    token: str = ""  # this reset's document (see _START_EPISODE_JS)
+    final: StepResult | None = None  # the step that ended this episode
 
     async def reset(self, task: str, seed: int, shuffle_ids: bool = False) -> Observation:
         """Open `task`'s page for `seed`. `shuffle_ids`: show the element ids drawn at random, the
         same way for every episode of this (task, seed), so a GRPO group shares one page."""
         self.task, self.seed, self.steps, self.screenshots = task, seed, 0, []
         self.ids = ShuffledIds(random.Random(f"ids:{task}:{seed}")) if shuffle_ids else None
+        self.token, self.final = secrets.token_hex(8), None
         await self.page.goto(task_url(task))
-        await self.page.evaluate(
-            "([seed, ms]) => { Math.seedrandom(seed); core.EPISODE_MAX_TIME = ms; core.startEpisodeReal(); }",
-            [str(seed), EPISODE_MAX_MS])
+        await self.page.evaluate(_START_EPISODE_JS, [str(seed), EPISODE_MAX_MS, self.token])
         await self.page.wait_for_function("WOB_TASK_READY === true")
         return await self.observe()
 
@@ -217,6 +269,7 @@ class GuiEnv:
         m = re.search(r"\[ref=(f\d+)e\d+\]", snapshot)
         self.ref_prefix = m.group(1) if m else ""
         axtree = compact_tree(re.sub(r"\[ref=f\d+(e\d+)\]", r"[ref=\1]", snapshot))
+        self.shown = set(_REF.findall(axtree))
         if self.ids is not None:
             axtree = self.ids.rename(axtree)
         png = await self.screenshot(task_area)
@@ -229,17 +282,29 @@ class GuiEnv:
         on 2 cores; test_gui_env checks the bytes are equal)."""
         return await self.page.screenshot(type="png", clip=task_area)
 
-    async def _state(self) -> tuple[bool, float]:
-        done, raw = await self.page.evaluate("[WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL]")
-        return bool(done), float(raw)
+    async def _state(self) -> tuple[bool, float, str | None]:
+        """(done, raw reward, why the episode is void) of this reset's episode. A document other
+        than the one reset started (reloaded, or an earlier page back from the history) holds no
+        reward of this episode, whatever its MiniWoB++ variables say."""
+        from playwright.async_api import Error as PlaywrightError
+
+        try:
+            token, done, raw = await self.page.evaluate(_READ_STATE_JS)
+        except PlaywrightError:  # the document was replaced while we read it
+            token = done = raw = None
+        if token != self.token or done is None or raw is None:
+            return True, 0.0, "the page left this episode's document; the episode ends without reward"
+        return bool(done), float(raw), None
 
     async def _perform(self, action: Action) -> None:
         def el(ref: Any) -> Any:
-            if not isinstance(ref, str) or not re.fullmatch(r"e\d+", ref):
+            if not isinstance(ref, str) or not re.fullmatch(r"e[0-9]+", ref):
                 raise ActionError(f"element ids look like 'e12', got {ref!r}")
-            if self.ids is not None:
-                ref = self.ids.resolve(ref)
-            return self.page.locator(f"aria-ref={self.ref_prefix}{ref}")
+            page_ref = self.ids.resolve(ref) if self.ids is not None else ref
+            # Only elements the policy was shown: not the hidden score panel, goal line or wrappers.
+            if page_ref not in self.shown:
+                raise ActionError(f"no element {ref} on this page")
+            return self.page.locator(f"aria-ref={self.ref_prefix}{page_ref}")
 
         timeout = 2000  # ms: an element that is not actionable by then is an error for the policy
         name, args = action.name, action.args
@@ -262,21 +327,32 @@ class GuiEnv:
         elif name == "select_option":
             await el(args[0]).select_option(str(args[1]), timeout=timeout)
 
-    async def step(self, action: Action) -> StepResult:
+    async def _try(self, action: Action) -> str | None:
+        """Perform `action`; the error the policy is shown if it could not be performed."""
         from playwright.async_api import Error as PlaywrightError
 
+        try:
+            await self._perform(action)
+        except ActionError as exc:
+            return str(exc)
+        except PlaywrightError as exc:  # missing element, not clickable, ... : the policy's mistake
+            return str(exc).splitlines()[0][:300]
+        return None
+
+    async def step(self, action: Action) -> StepResult:
+        """One action. The episode's first end is final: later steps perform nothing and return
+        that end again, so nothing done after it (a second try, a page drawn anew) counts."""
+        if self.final is not None:
+            return dataclasses.replace(self.final, error="the episode is over; reset() starts the next one")
         self.steps += 1
-        error = None
-        if action.name != "done":
-            try:
-                await self._perform(action)
-            except ActionError as exc:
-                error = str(exc)
-            except PlaywrightError as exc:  # missing element, not clickable, ... : the policy's mistake
-                error = str(exc).splitlines()[0][:300]
-        done, raw = await self._state()
+        error = await self._try(action) if action.name != "done" else None
+        done, raw, void = await self._state()
         obs = await self.observe()
-        return StepResult(obs, 1.0 if raw > 0 else 0.0, done or action.name == "done", raw, error)
+        done = done or action.name == "done"
+        result = StepResult(obs, 1.0 if done and raw >= FULL_CREDIT else 0.0, done, raw, void or error)
+        if done:
+            self.final = result
+        return result
 
 
 class BrowserPool:

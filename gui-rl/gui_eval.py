@@ -8,7 +8,9 @@
 
 Any task page the package ships is accepted (`--tasks all`, `one-step`, `train` are shorthands).
 Prints the success rate per task and writes report.json plus the first and last screenshot of the
-first episodes of each task to --out.
+first episodes of each task to --out (the last one shows the page as the episode left it). With
+`--policy scripted`, a task it has no plan for is not run: it is listed as unplanned and left out
+of the mean, never counted as 0%.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gui_env import Action, ActionError, Observation, SyncEnv, parallel_envs_from_env
-from gui_policies import RandomPolicy, ScriptedPolicy
+from gui_policies import NoPlanError, RandomPolicy, ScriptedPolicy, check_planned
 from gui_screenshots import make_pool
 from gui_tasks import HELDOUT_SEEDS, all_task_names, resolve_task_names
 
@@ -47,12 +49,16 @@ class EpisodeResult:
     actions: list[str]
     errors: int
     error_messages: list[str]  # what went wrong, per failed action (a wrong id, a timeout, ...)
+    planned: bool = True  # False: the policy had no plan for this goal (not a failure: not scored)
 
 
 def run_episode(env: SyncEnv, policy: Policy, task: str, seed: int, max_steps: int,
                 shuffle_ids: bool = False) -> EpisodeResult:
     obs = env.reset(task, seed, shuffle_ids)
-    policy.reset(obs)
+    try:
+        policy.reset(obs)
+    except NoPlanError as exc:
+        return EpisodeResult(task, seed, False, 0.0, 0, [], 0, [f"{task}: {exc}"], planned=False)
     actions, messages, raw, success = [], [], 0.0, False
     for _ in range(max_steps):
         try:
@@ -82,8 +88,38 @@ def make_policy(args: argparse.Namespace, index: int) -> Policy:
     return ChatModelPolicy(base_url=args.base_url, model=args.model, vision=args.vision)
 
 
+def refused_tasks(policy: str, tasks: list[str]) -> dict[str, str]:
+    """Tasks the policy refuses up front, with its reason (the scripted policy: those without a plan)."""
+    if policy != "scripted":
+        return {}
+    refused = {}
+    for task in tasks:
+        try:
+            check_planned(task)
+        except NoPlanError as exc:
+            refused[task] = str(exc)
+    return refused
+
+
+def unplanned_goals(results: list[EpisodeResult]) -> dict[str, str]:
+    """Tasks with an episode whose goal the policy had no plan for: not scored at all (the other
+    episodes alone would make a partial score)."""
+    tasks = dict.fromkeys(r.task for r in results if not r.planned)
+    return {t: f"no scripted plan for {t} ({sum(not r.planned for r in results if r.task == t)} of "
+               f"{sum(r.task == t for r in results)} goals)" for t in tasks}
+
+
+def success_rates(results: list[EpisodeResult], tasks: list[str]) -> tuple[dict[str, float], float | None]:
+    """Success per task of `tasks`, and their mean (None when there is none)."""
+    per_task = {t: [r for r in results if r.task == t] for t in tasks}
+    rates = {t: sum(r.success for r in rs) / len(rs) for t, rs in per_task.items() if rs}
+    return rates, (sum(rates.values()) / len(rates) if rates else None)
+
+
 def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     tasks = resolve_task_names(args.tasks)
+    unplanned = refused_tasks(args.policy, tasks)
+    tasks = [t for t in tasks if t not in unplanned]
     seeds = list(HELDOUT_SEEDS)[: args.episodes]
     jobs = [(t, s) for t in tasks for s in seeds]
     out = Path(args.out)
@@ -115,12 +151,12 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         pool.close()
     elapsed = time.perf_counter() - t0
-    per_task = {t: [r for r in results if r.task == t] for t in tasks}
-    rates = {t: sum(r.success for r in rs) / len(rs) for t, rs in per_task.items()}
+    unplanned |= unplanned_goals(results)
+    rates, mean = success_rates(results, [t for t in tasks if t not in unplanned])
     steps = sum(r.steps for r in results)
     report = {"policy": args.policy, "model": args.model, "shuffled_ids": args.shuffle_ids, "episodes_per_task": len(seeds),
-              "seeds": [seeds[0], seeds[-1]], "success_rate": rates,
-              "mean_success": sum(rates.values()) / len(rates), "env_steps": steps,
+              "seeds": [seeds[0], seeds[-1]], "success_rate": rates, "mean_success": mean,
+              "unplanned": unplanned, "env_steps": steps,
               "seconds": round(elapsed, 2), "env_steps_per_s": round(steps / elapsed, 2),
               "parallel_envs": args.parallel_envs, "episodes": [asdict(r) for r in results]}
     (out / "report.json").write_text(json.dumps(report, indent=1))
@@ -151,7 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     report = evaluate(args)
     for task, rate in report["success_rate"].items():
         print(f"{task:<24} {rate:6.1%}")
-    print(f"{'mean':<24} {report['mean_success']:6.1%}   ({'ids shuffled, ' if args.shuffle_ids else ''}{report['env_steps']} env steps, "
+    for task, reason in report["unplanned"].items():
+        print(f"{task:<24} {'--':>6}   {reason}: left out of the mean")
+    mean = "   n/a" if report["mean_success"] is None else f"{report['mean_success']:6.1%}"
+    print(f"{'mean':<24} {mean}   ({'ids shuffled, ' if args.shuffle_ids else ''}{report['env_steps']} env steps, "
           f"{report['env_steps_per_s']} steps/s, {args.parallel_envs} browsers) -> {args.out}/report.json")
     return 0
 

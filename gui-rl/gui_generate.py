@@ -3,7 +3,7 @@
 One call = one MiniWoB++ episode in a pooled headless Chromium: the model reads the goal and the
 accessibility tree, replies with one action (click("e5"), fill("e3", "text"), ...), the browser
 performs it, and the new page is appended as a user turn (loss_mask 0), up to MAX_STEPS turns.
-Reward = 1 if the task's own reward is positive, else 0. Only the model's tokens are trained;
+Reward = 1 if the task's own reward is full credit, else 0. Only the model's tokens are trained;
 every step's PNG screenshot is kept in sample.metadata["screenshots"] (base64).
 """
 

@@ -2,7 +2,8 @@
 
 Both act only through what a model sees (the goal and the accessibility tree with element ids),
 so the scripted policy's success proves observation, ids and actions are wired right. Neither
-looks at the page's source.
+looks at the page's source. The scripted policy has plans for PLANNED_TASKS only and refuses any
+other task (NoPlanError), so its 0% on a task it cannot do is never mistaken for a measurement.
 """
 
 from __future__ import annotations
@@ -12,6 +13,13 @@ import re
 from dataclasses import dataclass, field
 
 from gui_env import Action, Observation
+from gui_tasks import TASKS
+
+# The tasks plan() was written for. Other pages can phrase their goal the same way
+# (login-user-popup reads like login-user, but a popup covers the form; click-checkboxes-soft
+# reads like click-checkboxes, but asks for words *similar to* those named), so a plan that
+# matches the goal is not a plan for the task.
+PLANNED_TASKS: frozenset[str] = frozenset(t.name for t in TASKS) - {"use-autocomplete"}
 
 _NODE = re.compile(r"^- '?(\w+)(?: \"((?:[^\"\\]|\\.)*)\")?(.*?)\[ref=(e\d+)\]")
 _ORDINALS = {"1st": 0, "2nd": 1, "3rd": 2}
@@ -108,15 +116,29 @@ def resolve(step: Step, tree: list[Node]) -> Action | None:
     return Action(step.action, (ref, step.value or ""))
 
 
+class NoPlanError(ValueError):
+    """The scripted policy has no plan for this task or goal: its episodes would measure nothing,
+    so callers report the task as unplanned instead of counting failures."""
+
+
+def check_planned(task: str) -> None:
+    """Refuse, up front, a task the scripted policy has no plan for."""
+    if task not in PLANNED_TASKS:
+        raise NoPlanError(f"no scripted plan for {task}")
+
+
 @dataclass
 class ScriptedPolicy:
-    """Reads the goal once, then takes the planned steps in order; done() when it has no plan."""
+    """Reads the goal once, then takes the planned steps in order. A goal it has no plan for
+    (use-autocomplete, click-tab-2, enter-date, ...) is refused at reset with NoPlanError."""
 
     steps: list[Step] = field(default_factory=list)
     taken: int = 0
 
     def reset(self, obs: Observation) -> None:
         self.steps, self.taken = plan(obs.goal), 0
+        if not self.steps:
+            raise NoPlanError(f"no scripted plan for the goal {obs.goal!r}")
 
     def act(self, obs: Observation) -> Action:
         if self.taken >= len(self.steps):

@@ -78,12 +78,19 @@ def test_screenshots_come_from_selenium_and_match_the_page(pool):
         # The observation's PNG is Selenium's: WebDriver's element screenshot of the same tab now.
         selenium = env.env.selenium
         assert selenium.driver.session_id and selenium.screenshot_png("#wrap") == obs.screenshot
+        box = re.search(r"textbox \[ref=(e\d+)\]", obs.axtree).group(1)
+        typed = env.step(gui_env.Action("fill", (box, "hello")))
+        after = png_image(typed.observation.screenshot)
+        assert ImageChops.difference(after, shot).getbbox() is not None  # the page changed; so did the PNG
         ref = re.search(r'button "Okay" \[ref=(e\d+)\]', obs.axtree).group(1)
         result = env.step(gui_env.Action("click", (ref,)))
         assert (result.reward, result.done, result.error) == (1.0, True, None)
-        after = png_image(result.observation.screenshot)
-        assert ImageChops.difference(after, shot).getbbox() is not None  # the page changed; so did the PNG
-        assert env.screenshots == [obs.screenshot, result.observation.screenshot]
+        # The last PNG is the page as the episode left it (no START cover over it), taken after the click.
+        assert selenium.screenshot_png("#wrap") == result.observation.screenshot
+        last = png_image(result.observation.screenshot)
+        cover = sum(n for n, colour in last.getcolors(1 << 16) if colour == (17, 17, 17))  # the cover's #111
+        assert cover < 0.01 * last.width * last.height
+        assert env.screenshots == [obs.screenshot, typed.observation.screenshot, result.observation.screenshot]
 
 
 def test_scripted_episodes_under_selenium(pool):
