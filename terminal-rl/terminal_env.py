@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from terminal_tasks import TerminalTask, pytest_summary
+from terminal_tasks import OutputTest, TerminalTask, Test, pytest_summary
 
 from openclaw.sandbox import ExecResult, SandboxSession
+from openclaw.sandbox.command import SANDBOX_PATH
 
 SYSTEM_PROMPT = (
     "You are an agent operating a Linux shell in the directory /workspace. "
@@ -53,7 +55,46 @@ class StepResult:
     done: bool
     action: Action
     exec_result: ExecResult | None = None
-    step_score: float = 0.0  # the rule-based process score of this step (see README: --prm-step-coef)
+    # The rule-based process score of this step (see README: --prm-step-coef); the final answer is
+    # not a command and is left out of the reward (see process_scores).
+    step_score: float = 0.0
+
+
+def process_scores(history: Sequence[StepResult]) -> list[float]:
+    """The step scores that enter the reward: every turn but the final answer. Scoring the answer
+    gave an episode that answers at once, doing nothing, the whole process bonus."""
+    return [s.step_score for s in history if s.action.kind != "answer"]
+
+
+# The whole environment of a test's processes (env -i drops the rest); nothing in it comes from
+# the agent. HOME is the command's own fresh /tmp: with HOME=/workspace, the agent's
+# ~/.local/lib/python3*/site-packages (usercustomize.py, *.pth) ran inside every python3 of a test
+# and its ~/.gitconfig configured the test's git. Git also runs no fsmonitor or hook the agent
+# set in its repository's config (command-line scope outranks it).
+CHECK_ENV: Mapping[str, str] = {
+    "PATH": SANDBOX_PATH,
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TERM": "dumb",
+    "PYTHONNOUSERSITE": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_COUNT": "2",
+    "GIT_CONFIG_KEY_0": "core.fsmonitor",
+    "GIT_CONFIG_VALUE_0": "false",
+    "GIT_CONFIG_KEY_1": "core.hooksPath",
+    "GIT_CONFIG_VALUE_1": "/dev/null",
+}
+
+
+def check_argv(script: str, extra_env: Mapping[str, str] | None = None) -> list[str]:
+    """The argv that runs a test's bash `script` with CHECK_ENV (+ extra_env) as its only environment."""
+    env = {**CHECK_ENV, **(extra_env or {})}
+    return ["/usr/bin/env", "-i", *(f"{k}={v}" for k, v in env.items()),
+            "/bin/bash", "--noprofile", "--norc", "-c", script]
 
 
 @dataclass
@@ -96,7 +137,7 @@ class TerminalEnv:
         self.steps += 1
         action = parse_action(model_text)
         if action.kind == "answer":
-            result = StepResult("Episode finished.", True, action, step_score=1.0)
+            result = StepResult("Episode finished.", True, action)
         elif action.kind == "invalid":
             result = StepResult(INVALID_OBSERVATION, False, action, step_score=0.0)
         else:
@@ -110,28 +151,41 @@ class TerminalEnv:
         return result
 
     async def evaluate(self) -> EvalResult:
-        """Run the tests (read-only at /tests) after the episode; reward = fraction passed."""
-        task = self.task
-        if task.style == "terminal-bench":
-            files = dict(task.test_files, **{"run-tests.sh": task.tests["run-tests.sh"]})
-            tests_dir = self.session.stage("tests", files)
-            where = shlex.quote(self.session.bound_path(tests_dir, "/tests"))
-            r = await self.session.run(
-                f"TEST_DIR={where} bash {where}/run-tests.sh", ro_binds=[(tests_dir, "/tests")]
-            )
-            summary = pytest_summary(r.stdout)
-            if summary is None:
-                ok = r.exit_code == 0
-                return EvalResult(int(ok), 1, {"run-tests.sh": ok})
-            passed, total = summary
-            return EvalResult(passed, total, {"run-tests.sh": passed == total})
-        tests_dir = self.session.stage("tests", task.test_files) if task.test_files else None
+        """Run the tests after the episode; reward = fraction passed (README: What the reward guarantees)."""
+        if self.task.style == "terminal-bench":
+            return await self._evaluate_terminal_bench()
+        tests_dir = self.session.stage("tests", self.task.test_files) if self.task.test_files else None
         binds = [(tests_dir, "/tests")] if tests_dir else []
-        details: dict[str, bool] = {}
-        for name, script in task.tests.items():
-            r = await self.session.run(script, ro_binds=binds)
-            details[name] = r.exit_code == 0 and not r.timed_out
+        details = {name: await self._passes(test, binds) for name, test in self.task.tests.items()}
         return EvalResult(sum(details.values()), len(details), details)
+
+    async def _check(self, script: str, binds: Sequence[tuple[str, str]],
+                     env: Mapping[str, str] | None = None) -> ExecResult:
+        # Its own sandbox command: a fresh pid namespace, so no process of the episode (or of an
+        # earlier test) is alive in it; deny_ptrace: a program the test runs (the agent's, or a
+        # git filter it configured) cannot ptrace the test or write its memory to make it pass.
+        return await self.session.run(check_argv(script, env), ro_binds=binds, deny_ptrace=True)
+
+    async def _passes(self, test: Test, binds: Sequence[tuple[str, str]]) -> bool:
+        if isinstance(test, OutputTest):
+            r = await self._check(test.run, binds)
+            return not r.timed_out and not r.truncated and test.passes(r.exit_code, r.stdout)
+        r = await self._check(test, binds)
+        return r.exit_code == 0 and not r.timed_out
+
+    async def _evaluate_terminal_bench(self) -> EvalResult:
+        task = self.task
+        files = dict(task.test_files, **{"run-tests.sh": task.tests["run-tests.sh"]})
+        tests_dir = self.session.stage("tests", files)
+        where = self.session.bound_path(tests_dir, "/tests")
+        r = await self._check(f"bash {shlex.quote(where)}/run-tests.sh", [(tests_dir, "/tests")],
+                              {"TEST_DIR": where})
+        summary = pytest_summary(r.stdout)
+        if summary is None:
+            ok = r.exit_code == 0 and not r.timed_out
+            return EvalResult(int(ok), 1, {"run-tests.sh": ok})
+        passed, total = summary
+        return EvalResult(passed, total, {"run-tests.sh": passed == total})
 
 
 def episode_reward(evaluation: EvalResult, step_scores: list[float], prm_step_coef: float) -> float:

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from terminal_env import SYSTEM_PROMPT, TerminalEnv, episode_reward
+from terminal_env import SYSTEM_PROMPT, TerminalEnv, episode_reward, process_scores
 from terminal_tasks import TerminalTask, load_tasks
 
 from openclaw.engines.sglang_client import SGLangClient
@@ -111,7 +111,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     builder.fill_sample(sample)
     sample.prompt = prompt_text
     sample.response = tokenizer.decode(sample.tokens[len(prompt_ids):])
-    sample.reward = episode_reward(evaluation_result, step_scores, cfg.prm_step_coef)
+    sample.reward = episode_reward(evaluation_result, process_scores(env.history), cfg.prm_step_coef)
     sample.status = Sample.Status(outcome)
     sample.metadata.update(
         task_id=task.id, steps=env.steps, tests_passed=evaluation_result.passed,

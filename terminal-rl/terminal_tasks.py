@@ -1,7 +1,9 @@
 """Terminal tasks: the native format and a loader for terminal-bench style task folders.
 
 Native (a YAML list in a file, or one task.yaml per folder):
-    id, instruction, setup (optional bash), tests {name: bash}, solution (optional, reference)
+    id, instruction, setup (optional bash), tests {name: bash | {run: bash, stdout: text}},
+    solution (optional, reference). A bash test passes when it exits 0; an output test when `run`
+    exits 0 and prints `stdout` (compared outside the sandbox, so the programs it runs never see it).
     A native folder may instead hold setup.sh and tests/<name>.sh files.
 terminal-bench folder:
     task.yaml with `instruction` (or `descriptions[0].description`), run-tests.sh, tests/ (copied
@@ -23,10 +25,45 @@ TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 
 
 @dataclass(frozen=True)
+class OutputTest:
+    """Run `run` in the sandbox; pass when it exits 0 and its stdout is `stdout` (trailing
+    whitespace ignored). The expected text stays on the host: a program the test runs (the
+    agent's own) can neither read it nor decide the verdict by its exit status."""
+
+    run: str
+    stdout: str
+
+    def __post_init__(self) -> None:
+        if not self.stdout.strip():
+            # A program that exits early prints nothing: an empty expectation is no test at all.
+            raise ValueError(f"output test {self.run!r}: the expected stdout must not be empty")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str) -> OutputTest:
+        if set(d) != {"run", "stdout"}:
+            raise ValueError(f"{where}: an output test has exactly the keys run and stdout, got {sorted(d)}")
+        return cls(run=str(d["run"]), stdout=str(d["stdout"]))
+
+    def passes(self, exit_code: int, stdout: str) -> bool:
+        return exit_code == 0 and stdout.rstrip() == self.stdout.rstrip()
+
+
+Test = str | OutputTest
+
+
+def _test_from_yaml(value: Any, where: str) -> Test:
+    return OutputTest.from_dict(value, where) if isinstance(value, dict) else str(value)
+
+
+def _test_to_dict(test: Test) -> str | dict[str, str]:
+    return {"run": test.run, "stdout": test.stdout} if isinstance(test, OutputTest) else test
+
+
+@dataclass(frozen=True)
 class TerminalTask:
     id: str
     instruction: str
-    tests: dict[str, str]  # name -> bash script (native); {"run-tests.sh": ...} for terminal-bench
+    tests: dict[str, Test]  # name -> bash or OutputTest (native); {"run-tests.sh": ...} for terminal-bench
     setup: str | None = None
     solution: tuple[str, ...] = ()
     category: str = "misc"
@@ -41,10 +78,13 @@ class TerminalTask:
             raise ValueError(f"task {self.id!r}: at least one test is required")
         if self.style not in ("native", "terminal-bench"):
             raise ValueError(f"task {self.id!r}: unknown style {self.style!r}")
+        if self.style == "terminal-bench" and not isinstance(self.tests.get("run-tests.sh"), str):
+            raise ValueError(f"task {self.id!r}: a terminal-bench task's test is its run-tests.sh script")
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "instruction": self.instruction, "tests": dict(self.tests), "setup": self.setup,
+            "id": self.id, "instruction": self.instruction,
+            "tests": {name: _test_to_dict(t) for name, t in self.tests.items()}, "setup": self.setup,
             "solution": list(self.solution), "category": self.category, "test_files": dict(self.test_files),
             "style": self.style,
         }
@@ -60,7 +100,8 @@ class TerminalTask:
             raise ValueError(f"task {d.get('id')!r}: tests must map names to bash scripts")
         return cls(
             id=str(d.get("id", "")), instruction=str(d.get("instruction", "")),
-            tests={str(k): str(v) for k, v in tests.items()}, setup=d.get("setup"),
+            tests={str(k): _test_from_yaml(v, f"task {d.get('id')!r}, test {k!r}") for k, v in tests.items()},
+            setup=d.get("setup"),
             solution=tuple(str(s) for s in d.get("solution") or ()), category=str(d.get("category", "misc")),
             test_files={str(k): str(v) for k, v in (d.get("test_files") or {}).items()},
             style=str(d.get("style", "native")),
@@ -132,12 +173,27 @@ def load_tasks(path: str | Path | None = None) -> list[TerminalTask]:
 
 
 _PYTEST_LINE = re.compile(r"^(PASSED|FAILED|ERROR)\s+(\S+)", re.MULTILINE)
+_SUMMARY_HEADER = re.compile(r"^=+ short test summary info =+$", re.MULTILINE)
+_SECTION_END = re.compile(r"^=", re.MULTILINE)
+
+
+def _summary_section(output: str) -> str:
+    """The last `short test summary info` section, up to pytest's closing `=== N passed ... ===`
+    line; the whole output when there is none. Output of the programs under test comes before
+    it (pytest prints captured output in earlier sections), so a program that prints
+    `PASSED name` lines cannot add tests to the count."""
+    headers = list(_SUMMARY_HEADER.finditer(output))
+    if not headers:
+        return output
+    section = output[headers[-1].end():]
+    end = _SECTION_END.search(section)
+    return section[:end.start()] if end else section
 
 
 def pytest_summary(output: str) -> tuple[int, int] | None:
     """(passed, total) from pytest's `-rA` short summary lines, or None when there are none."""
     results: dict[str, bool] = {}
-    for status, name in _PYTEST_LINE.findall(output):
+    for status, name in _PYTEST_LINE.findall(_summary_section(output)):
         results[name] = status == "PASSED" and results.get(name, True)
     if not results:
         return None

@@ -75,7 +75,11 @@ def rlimit_args(prlimit: str, limits: Limits, nproc: int) -> list[str]:
     ]
 
 
-def bwrap_args(bwrap: str, config: SandboxConfig, host_workdir: str) -> list[str]:
+def bwrap_args(
+    bwrap: str, config: SandboxConfig, host_workdir: str, seccomp_fd: int | None = None
+) -> list[str]:
+    if config.deny_ptrace and seccomp_fd is None:
+        raise ValueError("deny_ptrace needs the fd of the seccomp program (seccomp.deny_ptrace_program)")
     args = [bwrap, "--die-with-parent", "--unshare-all", "--unshare-user", "--disable-userns"]
     if config.network:
         args.append("--share-net")
@@ -90,6 +94,7 @@ def bwrap_args(bwrap: str, config: SandboxConfig, host_workdir: str) -> list[str
         args += ["--ro-bind", host, inside]
     args += [
         "--proc", "/proc",
+        *(["--remount-ro", "/proc"] if config.deny_ptrace else []),  # no /proc/PID/mem writes
         "--dev", "/dev",
         "--size", str(config.limits.tmpfs_bytes), "--tmpfs", "/tmp",
         "--bind", host_workdir, config.workdir_in_sandbox,
@@ -99,6 +104,8 @@ def bwrap_args(bwrap: str, config: SandboxConfig, host_workdir: str) -> list[str
     ]
     for key, value in sandbox_env(config).items():
         args += ["--setenv", key, value]
+    if config.deny_ptrace:
+        args += ["--seccomp", str(seccomp_fd)]
     args.append("--")
     return args
 
@@ -138,6 +145,7 @@ def build_argv(
     *,
     uid: int | None = None,
     cgroup_procs: tuple[str, ...] = (),
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """Full argv: [cgroup join] setpriv [--reuid U] --pdeathsig KILL -- prlimit ... -- bwrap ... -- [watchdog] cmd."""
     bwrap, prlimit, setpriv = require_tools(config)
@@ -153,6 +161,6 @@ def build_argv(
         (cgroup_join_args(cgroup_procs) if cgroup_procs else [])
         + priv
         + rlimit_args(prlimit, config.limits, nproc)
-        + bwrap_args(bwrap, config, host_workdir)
+        + bwrap_args(bwrap, config, host_workdir, seccomp_fd)
         + inner
     )

@@ -92,6 +92,9 @@ class SandboxConfig:
     workdir_root: str | None = None  # where per-episode work dirs are created (default: tempdir)
     env: tuple[tuple[str, str], ...] = ()  # extra variables inside the sandbox
     episode_limits: EpisodeLimitsMode = "auto"
+    # True (per command, via SandboxSession.run(deny_ptrace=True)): its processes cannot ptrace one
+    # another or write one another's memory (see seccomp.py), for graders that run untrusted code.
+    deny_ptrace: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in ("bwrap", "none"):

@@ -32,6 +32,7 @@ from openclaw.sandbox.quota import (
     workspace_full,
 )
 from openclaw.sandbox.result import ExecResult
+from openclaw.sandbox.seccomp import deny_ptrace_program
 from openclaw.sandbox.uids import (
     UidLease,
     kill_uid_processes,
@@ -100,8 +101,13 @@ class SandboxSession:
         *,
         timeout_s: float | None = None,
         ro_binds: Sequence[tuple[str, str]] = (),
+        deny_ptrace: bool = False,
     ) -> ExecResult:
-        """Run a shell string (bash -c) or an argv inside the sandbox."""
+        """Run a shell string (bash -c) or an argv inside the sandbox.
+
+        deny_ptrace: the command's processes cannot ptrace one another or write one another's
+        memory (for a grader that runs untrusted code; see seccomp.py). kind="none" ignores it.
+        """
         argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
         limits = self.config.limits
         timeout = limits.wall_timeout_s if timeout_s is None else timeout_s
@@ -110,14 +116,20 @@ class SandboxSession:
         config = self.config
         if ro_binds:
             config = _with_binds(config, ro_binds)
+        if deny_ptrace:
+            config = replace(config, deny_ptrace=True)
+        seccomp_fd: int | None = None
         # The lifeline: only we hold the write end, so it closes exactly when we die.
         lifeline_r, lifeline_w = os.pipe()
         watchdog = None if self.cgroup is not None else EpisodeWatchdog(limits, self.workdir, self.uid)
         before = self.cgroup.counters() if self.cgroup is not None else None
         try:
+            if config.deny_ptrace:
+                seccomp_fd = _seccomp_pipe()
             argv = build_argv(
                 config, self.workdir, argv, self._nproc(), lifeline_fd=lifeline_r, uid=self.uid,
                 cgroup_procs=self.cgroup.procs_files if self.cgroup is not None else (),
+                seccomp_fd=seccomp_fd,
             )
             spec = SpawnSpec(
                 argv=argv,
@@ -127,13 +139,15 @@ class SandboxSession:
                 cwd="/",  # nor our cwd, which the join shell would export as PWD
                 timeout_s=timeout,
                 max_output_bytes=limits.max_output_bytes,
-                pass_fds=(lifeline_r,),
+                pass_fds=(lifeline_r,) if seccomp_fd is None else (lifeline_r, seccomp_fd),
                 monitor=watchdog.watch if watchdog is not None else None,
             )
             result = await run_spawn(spec)
         finally:
             os.close(lifeline_r)
             os.close(lifeline_w)
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
         if watchdog is not None:
             return replace(result, limits_hit=tuple(sorted(watchdog.hits)))
         return self._with_cgroup_report(result, before)
@@ -226,6 +240,17 @@ class SandboxSession:
                 os.chown(path, self.uid, self.uid)
                 path = path.parent
         return target
+
+
+def _seccomp_pipe() -> int:
+    """The read end of a pipe holding the deny-ptrace filter; bwrap reads it to EOF."""
+    program = deny_ptrace_program()
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, program)  # a few hundred bytes: always fits the pipe buffer
+    finally:
+        os.close(write_fd)
+    return read_fd
 
 
 def _with_binds(config: SandboxConfig, binds: Sequence[tuple[str, str]]) -> SandboxConfig:
