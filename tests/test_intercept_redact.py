@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from openclaw.buffer import TrajectoryBuffer
-from openclaw.intercept.redact import Redactor, luhn_valid
+from openclaw.intercept.redact import Redactor, SessionSecrets, luhn_valid
 from openclaw.server.config import parse_config
 
 
@@ -32,6 +32,19 @@ from openclaw.server.config import parse_config
     ("the password for the VPN is 'correct horse battery'", "password", "correct horse battery"),
     ("the passphrase was \"open sesame\" ok", "password", "open sesame"),
     ("password is now Tr0ub4dor&3", "password", "Tr0ub4dor&3"),
+    # AWS secret access keys: the CLI's JSON, env/credentials files, `aws configure`, prose, CSV.
+    ('{"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Q2w8E4r7"}', "aws_secret", "wJalrXUtnFEMI"),
+    ("export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Q2w8E4r7", "aws_secret", "wJalrXUtnFEMI"),
+    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Q2w8E4r7", "aws_secret", "wJalrXUtnFEMI"),
+    ("secretAccessKey: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Q2w8E4r7'", "aws_secret", "wJalrXUtnFEMI"),
+    ("AWS Secret Access Key [None]: wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Q2w8E4r7", "aws_secret", "wJalrXUtnFEMI"),
+    ("aws secret access key: wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Q2w8E4r7", "aws_secret", "wJalrXUtnFEMI"),
+    ("my AWS secret is wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Q2w8E4r7.", "aws_secret", "wJalrXUtnFEMI"),
+    ("the aws secret key for prod is wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Q2w8E4r7", "aws_secret", "wJalrXUtnFEMI"),
+    ("Access key ID,Secret access key\nAKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Q2w8E4r7",
+     "aws_secret", "wJalrXUtnFEMI"),
+    ('"SessionToken": "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQ=="', "aws_session_token",
+     "IQoJb3JpZ2luX2VjEJr"),
 ])
 def test_each_kind_is_redacted(text: str, kind: str, secret: str) -> None:
     out, n = Redactor().redact_text(text)
@@ -53,9 +66,42 @@ def test_each_kind_is_redacted(text: str, kind: str, secret: str) -> None:
     "sk_live_ alone", "glpat- alone",
     "matrix a@b.T and @decorator",
     "upwards pw",
+    "commit 3f786850e387550fdab836ed7e6dc881de23001b",  # 40 characters, no AWS cue
+    "the aws secret is stored in the vault",
+    "rotate the secret access key every 90 days",
 ])
 def test_near_misses_are_kept(text: str) -> None:
     assert Redactor().redact_text(text) == (text, 0)
+
+
+def test_remembered_values_are_redacted_without_their_cue() -> None:
+    """What a pattern recognised only by its cue is remembered; the repeat is redacted, as a whole
+    word, in any case and spacing, also in strings too short for any pattern."""
+    r, memory = Redactor(), SessionSecrets()
+    found = r.secrets_in(["my vault passphrase is 'correct  horse battery'", "pw: Xy7", "api_key=abcdef123",
+                          "see https://bob:s3cretpw@host/x", "key sk-abcdefghijklmnopqrstu", "bob@example.org"])
+    assert sorted(found) == [("assignment", "abcdef123"), ("password", "Xy7"),
+                             ("password", "correct  horse battery"), ("url_credentials", "s3cretpw")]
+    memory.learn("s1", found)
+    known = memory.known("s1")
+    assert memory.known("s2") is None
+    assert r.redact_text("to confirm: CORRECT horse\nbattery, and xy7!", known) == (
+        "to confirm: [REDACTED:password], and [REDACTED:password]!", 2)
+    assert r.redact_text("Xy7", known) == ("[REDACTED:password]", 1)
+    assert r.redact_text("abcdef123 and s3cretpw", known) == ("[REDACTED:assignment] and [REDACTED:url_credentials]", 2)
+    assert r.redact_text("Xy70 and aXy7 stay", known) == ("Xy70 and aXy7 stay", 0)  # whole words only
+    assert r.redact({"k": ["Xy7"]}, known) == ({"k": ["[REDACTED:password]"]}, 1)
+    memory.learn("s2", [("password", "hunter22")])
+    assert r.redact_text("Xy7 hunter22", memory.known_anywhere()) == ("[REDACTED:password] [REDACTED:password]", 2)
+
+
+def test_session_memory_is_bounded_least_recent_first() -> None:
+    memory = SessionSecrets(max_sessions=2)
+    for sid in ("a", "b"):
+        memory.learn(sid, [("password", f"secret-{sid}")])
+    assert memory.known("a") is not None  # "a" used: "b" is now the least recent
+    memory.learn("c", [("password", "secret-c")])
+    assert len(memory) == 2 and memory.known("b") is None and memory.known("a") is not None
 
 
 def test_luhn() -> None:

@@ -1,6 +1,6 @@
 """Issue 15 items 2 and 8 over real HTTP: a browser page cannot drive the loopback server
-(content type, Origin, Host), reload errors do not reveal which paths exist, slow clients are
-dropped (request head and body deadlines), a blank API key is refused at start-up."""
+(content type, Origin, Host, no state-changing GET), reload errors do not reveal which paths exist,
+slow clients are dropped (request head and body deadlines), a blank API key is refused at start-up."""
 
 from __future__ import annotations
 
@@ -91,6 +91,80 @@ def test_foreign_origin_is_refused(server, path, body):
                       headers={"content-type": "application/json", "origin": "null"}, timeout=30)
     assert_openai_error(resp, 403, "cross_site_request_refused")
     assert_openai_error(httpx.get(server.base_url + "/flush_cache", headers={"origin": EVIL}), 403)
+
+
+# A page can make the browser GET any URL without an Origin header (`<img src>`, a link): no route
+# that changes state may answer GET. These are the only GET routes, and each only reads.
+READ_ONLY_GETS = {"/health", "/v1/models", "/v1/models/{model_id:path}", "/v1/sessions/{session_id}/feedback",
+                  "/v1/retractions", "/v1/ledger", "/v1/weights", "/dashboard", "/dashboard/state",
+                  "/get_weight_version", "/get_model_info", "/get_server_info", "/health_generate",
+                  "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"}  # FastAPI's docs (engine only)
+LONG_PROMPT = "The prefix cache keeps the keys and values of this prompt, which is long enough to be reused. " * 3
+
+
+def _get_routes(routes) -> set[str]:
+    """Paths answering GET, included routers walked (FastAPI keeps them nested)."""
+    out: set[str] = set()
+    for r in routes:
+        nested = getattr(r, "original_router", None) or getattr(r, "app", None)
+        if "GET" in (getattr(r, "methods", None) or ()):
+            out.add(r.path)
+        elif nested is not None and hasattr(nested, "routes"):
+            out |= _get_routes(nested.routes)
+    return out
+
+
+def test_only_read_only_routes_answer_get(engine):
+    from openclaw.engines.serve import create_app as create_engine_app
+
+    for app in (create_app(ServerConfig(), engine=engine), create_engine_app(engine)):
+        gets = _get_routes(app.routes)
+        assert gets <= READ_ONLY_GETS, sorted(gets - READ_ONLY_GETS)
+        assert {"/health", "/get_server_info"} <= gets  # the walk reached the included routers
+
+
+def _cache_hits(url: str) -> int:
+    return httpx.get(url + "/get_server_info").json()["prefix_cache"]["hits"]
+
+
+def _generate(url: str) -> None:
+    resp = httpx.post(url + "/generate", json={"text": LONG_PROMPT, "sampling_params": {"max_new_tokens": 1}},
+                      timeout=60)
+    assert resp.status_code == 200, resp.text
+
+
+def _flush_cache_is_post_only(url: str) -> None:
+    _generate(url)  # the prompt is cached now
+    hits = _cache_hits(url)
+    for method in ("GET", "HEAD"):
+        resp = httpx.request(method, url + "/flush_cache")
+        assert resp.status_code == 405 and resp.headers["allow"] == "POST", (method, resp.status_code)
+    assert_openai_error(httpx.get(url + "/flush_cache"), 405, "method_not_allowed")
+    _generate(url)
+    assert _cache_hits(url) == hits + 1  # nothing was flushed: the prompt hit the cache
+    assert httpx.post(url + "/flush_cache", json={}).status_code == 200
+    hits = _cache_hits(url)
+    _generate(url)
+    assert _cache_hits(url) == hits  # flushed: a miss
+
+
+def test_flush_cache_refuses_get_and_changes_nothing(tiny_model_path):
+    """`<img src="http://127.0.0.1:8000/flush_cache">` sends a GET without Origin: 405, cache kept."""
+    from openclaw.engines.hf_engine import HFEngine
+    from openclaw.engines.serve import create_app as create_engine_app
+    from openclaw.engines.serve import serve_in_thread
+
+    eng = HFEngine.load(str(tiny_model_path), dtype="float32", device="cpu", max_batch_size=2,
+                        prefix_cache_tokens=4096)
+    with serve_in_background(create_app(ServerConfig(), engine=eng)) as srv:
+        _flush_cache_is_post_only(srv.base_url)
+        sg = SyncSGLangClient(srv.base_url, retries=0)
+        try:
+            sg.flush_cache(deadline_s=5)  # the trainer's client
+        finally:
+            sg.close()
+    with serve_in_thread(create_engine_app(eng)) as url:  # shuts the engine down on exit
+        _flush_cache_is_post_only(url)
 
 
 def test_dns_rebinding_host_is_refused(server):

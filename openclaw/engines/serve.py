@@ -31,6 +31,7 @@ def create_app(engine, host: str = "127.0.0.1") -> FastAPI:
     Origin, and on a loopback bind a foreign Host): a page must not swap this engine's weights.
     """
     from openclaw.server.config import is_loopback
+    from openclaw.server.errors import install_error_handlers
     from openclaw.server.middleware import CrossSiteGuard
 
     @contextlib.asynccontextmanager
@@ -41,6 +42,7 @@ def create_app(engine, host: str = "127.0.0.1") -> FastAPI:
     app = FastAPI(title="openclaw embedded engine (SGLang API)", lifespan=lifespan)
     app.include_router(sglang_router(engine))
     app.state.engine = engine
+    install_error_handlers(app)  # 404/405 in OpenAI's error shape, as on the OpenAI server
     # A wildcard/LAN bind is reached under whatever name the trainer's nodes use: no Host check there.
     app.add_middleware(CrossSiteGuard, bind_host=host, check_host=is_loopback(host))
     return app

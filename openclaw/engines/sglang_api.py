@@ -9,7 +9,8 @@ Errors use OpenAI's body shape `{"error": {"message", "type", "param", "code"}}`
 Differences from SGLang, on purpose: `/pause_generation` defaults to `mode="in_place"` (keep
 in-flight requests, resume them on `/continue_generation`); pass `{"mode": "abort"}` for SGLang's
 abort behaviour. `weight_version` is a decimal string of an integer that starts at 0 and
-increments on every `/update_weights_from_disk`.
+increments on every `/update_weights_from_disk`. Every route that changes state is POST only
+(`/flush_cache` too, which SGLang also answers on GET); GET answers 405.
 """
 
 from __future__ import annotations
@@ -252,7 +253,9 @@ def sglang_router(engine) -> APIRouter:
         payload = {"success": ok, "message": message, "num_paused_requests": 0}
         return JSONResponse(payload, status_code=200 if ok else 400)
 
-    @router.api_route("/flush_cache", methods=["GET", "POST"])
+    # POST only, unlike SGLang (which answers both): a page can make a browser GET any URL with no
+    # Origin header (`<img src>`), and a flush changes state. SGLang accepts the POST our clients send.
+    @router.post("/flush_cache")
     async def flush_cache():
         if await _maybe_await(engine.flush_cache()):
             return Response("Cache flushed.\n", status_code=200)

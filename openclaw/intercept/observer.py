@@ -4,7 +4,10 @@ session, pair the previous turn with its next state, and store the record durabl
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
+import secrets
 import time
 from typing import Any
 
@@ -22,7 +25,7 @@ from openclaw.buffer import (
     TurnRecord,
 )
 from openclaw.intercept.config import InterceptConfig
-from openclaw.intercept.redact import Redactor
+from openclaw.intercept.redact import KnownSecrets, Redactor, SessionSecrets
 from openclaw.intercept.sessions import SessionTracker
 from openclaw.intercept.writer import GroupCommitWriter
 
@@ -42,7 +45,11 @@ class InterceptObserver:
         self.config = config
         self.buffer = TrajectoryBuffer.open(config.buffer_dir, max_mb=config.buffer_max_mb, durability=config.durability)
         self.redactor = Redactor(extra=config.compiled_redact) if config.redact else None
-        self.tracker = SessionTracker(config)
+        self.secrets = SessionSecrets()
+        # Keys the hash that replaces a session id carrying a secret. Random per process and never
+        # written: a hash of a guessable password is a password check anyone can run offline.
+        self._session_id_key = secrets.token_bytes(32)
+        self.tracker = SessionTracker(config, self._safe_session_id if self.redactor is not None else None)
         self._restore()
         ttl = config.retention_ttl
         # Retention runs at start-up (`_restore`) and on the writer thread's timer, with or
@@ -82,10 +89,11 @@ class InterceptObserver:
             ops.append(FinalizeOp(decision.session_id, "opt_out"))
         record: TurnRecord | None = None
         if decision.store:
+            known = self._learn(decision.session_id, turn)
             if decision.attach_to is not None and decision.next_state is not None:
-                ns, _ = self._redact(decision.next_state)
+                ns, _ = self._redact(decision.next_state, known)
                 ops.append(AttachOp(decision.attach_to, ns))
-            record = self._record(turn, decision, now)
+            record = self._record(turn, decision, now, known)
             ops.append(AppendOp(record))
             if record.metadata.get("redactions"):
                 ops.append(CountOp(C_REDACTED, 1))
@@ -115,18 +123,50 @@ class InterceptObserver:
         await asyncio.to_thread(self.writer.close)
         self.buffer.close()
 
+    # ------------------------------------------------------------------ redaction
+    def _learn(self, session_id: str, turn: Any) -> KnownSecrets | None:
+        """Remember the contextual secrets of the whole turn (request, next state and reply) before
+        any part of it is redacted: the cue may sit in one message and a bare repeat in another,
+        or in the reply ("your passphrase is X")."""
+        if self.redactor is None:
+            return None
+        self.secrets.learn(session_id, self.redactor.secrets_in(
+            [turn.messages, turn.tools, turn.text, turn.content, turn.tool_calls]))
+        return self.secrets.known(session_id)
+
+    def _safe_session_id(self, session_id: str) -> str:
+        """A client-chosen session id with a secret in it is replaced by a keyed hash: the same id
+        maps to the same session for the life of this process, and the secret is never stored.
+        Redacting only the secret would merge unrelated sessions that differ only in it."""
+        assert self.redactor is not None
+        _, n, found = self.redactor.scan_text(session_id)
+        if not n:
+            return session_id
+        digest = hmac.new(self._session_id_key, session_id.encode("utf-8", "surrogatepass"), hashlib.sha256)
+        safe = "redacted-" + digest.hexdigest()[:32]
+        self.secrets.learn(safe, found)  # the secret is redacted from that session's text as well
+        return safe
+
+    def redact_attached_text(self, text: str) -> str:
+        """Text a client attaches to a stored turn afterwards (a feedback comment, which becomes the
+        turn's OPD hint and so part of a teacher prompt): the patterns, then every value remembered
+        in any session (the comment names a turn, not always its session)."""
+        if self.redactor is None:
+            return text
+        return self.redactor.redact_text(text, self.secrets.known_anywhere())[0]
+
     # ------------------------------------------------------------------ records
-    def _redact(self, value: Any) -> tuple[Any, int]:
+    def _redact(self, value: Any, known: KnownSecrets | None = None) -> tuple[Any, int]:
         if self.redactor is None:
             return value, 0
-        return self.redactor.redact(value)
+        return self.redactor.redact(value, known)
 
-    def _record(self, turn: Any, decision: Any, now: float) -> TurnRecord:
-        messages, n_msgs = self._redact(turn.messages)
-        tools, n_tools = self._redact(turn.tools)
-        text, n_text = self._redact(turn.text)
-        content, n_content = self._redact(turn.content)
-        tool_calls, n_calls = self._redact(turn.tool_calls)
+    def _record(self, turn: Any, decision: Any, now: float, known: KnownSecrets | None = None) -> TurnRecord:
+        messages, n_msgs = self._redact(turn.messages, known)
+        tools, n_tools = self._redact(turn.tools, known)
+        text, n_text = self._redact(turn.text, known)
+        content, n_content = self._redact(turn.content, known)
+        tool_calls, n_calls = self._redact(turn.tool_calls, known)
         n_prompt, n_resp = n_msgs + n_tools, n_text + n_content + n_calls
         meta: dict[str, Any] = {
             "session_source": decision.source,

@@ -3,6 +3,11 @@
 Token ids cannot be redacted in place (the ids of a secret ARE the secret), so a turn in which
 anything was redacted keeps its redacted text but drops its prompt/response token ids and
 log-probs and is stored non-trainable (see openclaw.intercept.observer).
+
+Some kinds are recognised only by their context ("my vault passphrase is X", `api_key=X`); once
+the conversation repeats X without that context, no pattern sees it. `SessionSecrets` remembers
+such values per session, in this process's memory only, and `KnownSecrets` redacts them wherever
+they come back in that session.
 """
 
 from __future__ import annotations
@@ -41,8 +46,23 @@ DEFAULT_PATTERNS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
     ("openai_key", rf"sk-(?<!{_NW}sk-)[A-Za-z0-9_\-]{{16,}}", ("sk-",), False),
     ("github_token", rf"gh[pousr]_(?<!{_NW}gh._)[A-Za-z0-9]{{20,}}", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), False),
     ("github_token", rf"github_pat_(?<!{_NW}github_pat_)[A-Za-z0-9_]{{20,}}", ("github_pat_",), False),
+    # AWS secret access keys (40 characters of base64) have no prefix: recognised by their label in
+    # any spelling (`aws_secret_access_key=`, the AWS CLI's JSON `"SecretAccessKey": "..."`,
+    # `aws configure`'s "AWS Secret Access Key [None]: ", "the secret access key is ..."), by a
+    # looser "AWS secret" cue ("my AWS secret is ...") when the value has exactly that shape, or
+    # right after an access key id (credentials CSV, "AKIA... / wJalr..."). These run before
+    # `aws_access_key`, whose match would hide the key id the last form keys on.
+    ("aws_secret", r"(?P<keep>secret[\s_-]?access[\s_-]?key[\"']?(?:\s*\[[^\]\n]{0,20}\])?"
+     r"(?:\s+(?:for|of|on|to)(?:\s+[^\s:]{1,40}){1,3}?)?\s*(?:(?:is|was)\b\s*:?|[=:])\s*[\"']?)[a-z0-9/+=]{16,}",
+     ("secret",), True),
+    ("aws_secret", r"(?P<keep>aws(?<![a-z0-9_]aws)[\s_-]+(?:[a-z]+[\s_-]+){0,2}?secret(?:[\s_-]*(?:access[\s_-]*)?key)?"
+     r"[\"']?(?:\s+(?:for|of|on|to)(?:\s+[^\s:]{1,40}){1,3}?)?\s*(?:(?:is|was)\b\s*:?|[=:])\s*[\"']?)"
+     r"[a-z0-9/+]{40}(?![a-z0-9/+=])", ("secret",), True),
+    ("aws_secret", r"(?P<keep>a(?<![a-z0-9_]a)(?:kia|sia)[0-9a-z]{16}[\"']?\s*[\s,:;|=/]\s*[\"']?)"
+     r"[a-z0-9/+]{40}(?![a-z0-9/+=])", ("AKIA", "ASIA"), True),
+    # The session token that comes with temporary credentials (the same JSON, AWS_SESSION_TOKEN=).
+    ("aws_session_token", r"(?P<keep>session[\s_-]?token[\"']?\s*[=:]\s*[\"']?)[a-z0-9/+=]{16,}", ("token",), True),
     ("aws_access_key", rf"A(?<!{_NW}A)(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA)[0-9A-Z]{{16}}(?![0-9A-Za-z])", ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA"), False),
-    ("aws_secret", r"(?P<keep>aws_?secret_?access_?key[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9/+=]{40}", ("secret",), True),
     ("slack_token", rf"xox[abposr]-(?<!{_NW}xox.-)[A-Za-z0-9-]{{10,}}", ("xox",), False),
     ("google_api_key", rf"AIza(?<!{_NW}AIza)[0-9A-Za-z\-_]{{35}}", ("AIza",), False),
     ("hf_token", rf"hf_(?<!{_NW}hf_)[A-Za-z0-9]{{30,}}", ("hf_",), False),
@@ -83,6 +103,30 @@ def luhn_valid(text: str) -> bool:
 VALIDATORS: dict[str, Callable[[str], bool]] = {"payment_card": luhn_valid}
 
 
+# Kinds recognised by their surroundings, not by the value itself: a repeat of the value without
+# the cue is invisible to the patterns, so these values are remembered per session. Every other
+# built-in kind matches the value on its own wherever it reappears. Custom patterns (`customN`)
+# may depend on context too and are remembered as well.
+CONTEXTUAL_KINDS = frozenset({"aws_secret", "aws_session_token", "bearer", "url_credentials", "assignment", "password"})
+_QUOTES = {'"': '"', "'": "'", "“": "”", "‘": "’"}
+
+Found = tuple[tuple[str, str], ...]  # (kind, value) of the contextual secrets found in a string
+
+
+def _remembered(kind: str, m: re.Match[str], s: str) -> str | None:
+    """The secret part of a match worth remembering (None: not a contextual kind, or too short)."""
+    if kind not in CONTEXTUAL_KINDS and not kind.startswith("custom"):
+        return None
+    start = m.end("keep") if "keep" in m.re.groupindex and m.start("keep") >= 0 else m.start()
+    value = s[start:m.end()]
+    if kind == "url_credentials":  # "user:password@": the password
+        value = value.partition(":")[2][:-1]
+    if len(value) >= 2 and _QUOTES.get(value[0]) == value[-1]:
+        value = value[1:-1]
+    value = value.strip()
+    return value if len(value) >= 2 else None
+
+
 @dataclass
 class Redactor:
     """Every pattern (gated by its triggers) over every string, with an LRU cache:
@@ -92,7 +136,7 @@ class Redactor:
     cache_size: int = 4096
     _pats: list[tuple[str, re.Pattern[str], re.Pattern[str] | None, tuple[tuple[str, bool], ...],
                       Callable[[str], bool] | None]] = field(init=False, repr=False)
-    _cache: OrderedDict[str, tuple[str, int]] = field(init=False, repr=False)
+    _cache: OrderedDict[str, tuple[str, int, Found]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._pats = [
@@ -103,15 +147,17 @@ class Redactor:
         self._pats += [(f"custom{j}", p, None, (), None) for j, p in enumerate(self.extra)]
         self._cache = OrderedDict()
 
-    def redact_text(self, s: str) -> tuple[str, int]:
+    def scan_text(self, s: str) -> tuple[str, int, Found]:
+        """(redacted text, number of redactions, the contextual secrets found)."""
         if len(s) < 6:
-            return s, 0
+            return s, 0, ()
         hit = self._cache.get(s)
         if hit is not None:
             self._cache.move_to_end(s)
             return hit
         low = s.lower()
         out, count = s, 0
+        found: list[tuple[str, str]] = []
         for kind, rx, rx_ci, triggers, valid in self._pats:
             if triggers and not any(t in (out if exact else low) for t, exact in triggers):
                 continue
@@ -125,28 +171,40 @@ class Redactor:
                 matches = [m for m in matches if valid(m.group(0))]
             if not matches:
                 continue
+            for m in matches:
+                value = _remembered(kind, m, out)
+                if value is not None:
+                    found.append((kind, value))
             out = _splice(out, matches, f"[REDACTED:{kind}]")
             count += len(matches)
             low = out.lower()
-        res = (out, count)
+        res = (out, count, tuple(found))
         if len(s) <= 1 << 20:
             self._cache[s] = res
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return res
 
-    def redact(self, obj: Any) -> tuple[Any, int]:
+    def redact_text(self, s: str, known: KnownSecrets | None = None) -> tuple[str, int]:
+        """The patterns, then the values `known` remembers (also in strings too short for a pattern)."""
+        out, count, _ = self.scan_text(s)
+        if known is not None:
+            out, n = known.sub(out)
+            count += n
+        return out, count
+
+    def redact(self, obj: Any, known: KnownSecrets | None = None) -> tuple[Any, int]:
         """Redact every string in a JSON-like value (dict keys included). Returns (copy, count)."""
         if isinstance(obj, str):
-            return self.redact_text(obj)
+            return self.redact_text(obj, known)
         if isinstance(obj, dict):
             total = 0
             out: dict[Any, Any] = {}
             for k, v in obj.items():
                 if isinstance(k, str):
-                    k, n = self.redact_text(k)
+                    k, n = self.redact_text(k, known)
                     total += n
-                v2, n = self.redact(v)
+                v2, n = self.redact(v, known)
                 total += n
                 out[k] = v2
             return out, total
@@ -154,11 +212,130 @@ class Redactor:
             total = 0
             items = []
             for v in obj:
-                v2, n = self.redact(v)
+                v2, n = self.redact(v, known)
                 total += n
                 items.append(v2)
             return items, total
         return obj, 0
+
+    def secrets_in(self, obj: Any) -> list[tuple[str, str]]:
+        """The contextual secrets (kind, value) in every string of a JSON-like value."""
+        if isinstance(obj, str):
+            return list(self.scan_text(obj)[2])
+        found: list[tuple[str, str]] = []
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if isinstance(k, str):
+                    found += self.scan_text(k)[2]
+                found += self.secrets_in(v)
+        elif isinstance(obj, list | tuple):
+            for v in obj:
+                found += self.secrets_in(v)
+        return found
+
+
+def _norm(value: str) -> str:
+    return " ".join(value.split()).lower()
+
+
+class KnownSecrets:
+    """Remembered values as one regex: any case, any run of whitespace between words, and as a whole
+    word where the value starts/ends with a word character (so a short password does not eat
+    the middle of ordinary words)."""
+
+    def __init__(self, values: dict[str, str]) -> None:  # normalised value -> kind
+        alts = []
+        for v in sorted(values, key=len, reverse=True):  # the longest first: "ab cd" before "ab"
+            body = r"\s+".join(re.escape(w) for w in v.split())
+            pre = r"(?<!\w)" if re.match(r"\w", v) else ""
+            post = r"(?!\w)" if re.match(r"\w", v[-1]) else ""
+            alts.append(pre + body + post)
+        self._rx = re.compile("|".join(alts), re.IGNORECASE)
+        self._kinds = dict(values)
+        # Most strings contain none of the values: a substring test on the lower-cased text (exact
+        # for ASCII text; other text always goes to the regex) skips the case-insensitive scan.
+        self._firsts = tuple({v.split()[0] for v in values})
+
+    def sub(self, text: str) -> tuple[str, int]:
+        if text.isascii():
+            low = text.lower()
+            if not any(f in low for f in self._firsts):
+                return text, 0
+        parts: list[str] = []
+        pos = count = 0
+        for m in self._rx.finditer(text):
+            start = m.start()
+            if text[max(0, start - 10):start].upper() == "[REDACTED:":
+                continue  # inside a placeholder already written ("password" as a remembered value)
+            # A match whose lower-casing differs from the stored key (a few non-ASCII letters fold
+            # differently under IGNORECASE) is still redacted, under the generic label.
+            parts += [text[pos:start], f"[REDACTED:{self._kinds.get(_norm(m.group(0)), 'secret')}]"]
+            pos = m.end()
+            count += 1
+        if not count:
+            return text, 0
+        parts.append(text[pos:])
+        return "".join(parts), count
+
+
+class SessionSecrets:
+    """Contextual secrets seen in each session, so that a repeat without the cue is redacted too.
+
+    Kept in this process's memory only: writing the values down, even hashed, would put a
+    guessable password on disk in a form that can be checked offline. Bounded to the
+    `max_sessions` sessions used most recently (the least recent is forgotten first); the memory
+    lives as long as the process, beyond the session's idle timeout, so a feedback comment sent
+    after the conversation ended is still covered."""
+
+    def __init__(self, max_sessions: int = 10_000) -> None:
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
+        self.max_sessions = max_sessions
+        self._values: OrderedDict[str, dict[str, str]] = OrderedDict()
+        self._known: dict[str, KnownSecrets] = {}
+        self._anywhere: KnownSecrets | None = None
+
+    def learn(self, session_id: str, found: Sequence[tuple[str, str]]) -> None:
+        if not found:
+            return
+        values = self._values.setdefault(session_id, {})
+        self._values.move_to_end(session_id)
+        added = False
+        for kind, value in found:
+            key = _norm(value)
+            if key and key not in values:
+                values[key] = kind
+                added = True
+        if added:
+            self._known.pop(session_id, None)
+            self._anywhere = None
+        while len(self._values) > self.max_sessions:
+            old, _ = self._values.popitem(last=False)
+            self._known.pop(old, None)
+            self._anywhere = None
+
+    def known(self, session_id: str) -> KnownSecrets | None:
+        """The session's remembered values (None: none yet)."""
+        values = self._values.get(session_id)
+        if not values:
+            return None
+        self._values.move_to_end(session_id)
+        known = self._known.get(session_id)
+        if known is None:
+            known = self._known[session_id] = KnownSecrets(values)
+        return known
+
+    def known_anywhere(self) -> KnownSecrets | None:
+        """Every session's values together: for text tied to a turn whose session is not at hand."""
+        if self._anywhere is None and self._values:
+            merged: dict[str, str] = {}
+            for values in self._values.values():
+                merged.update(values)
+            self._anywhere = KnownSecrets(merged)
+        return self._anywhere
+
+    def __len__(self) -> int:
+        return len(self._values)
 
 
 def _splice(s: str, matches: list[re.Match[str]], placeholder: str) -> str:

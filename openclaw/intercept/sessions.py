@@ -14,6 +14,7 @@ and the state update it implies are atomic with respect to concurrent requests.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,8 +60,11 @@ class Decision:
 
 
 class SessionTracker:
-    def __init__(self, config: InterceptConfig):
+    def __init__(self, config: InterceptConfig, safe_session_id: Callable[[str], str] | None = None):
+        """`safe_session_id` maps a client-chosen id (header, body, runtime line) to the id that is
+        stored: a client may put a secret into it, and ids reach disk, exports and logs."""
         self.config = config
+        self._safe_id = safe_session_id or (lambda sid: sid)
         self._sessions: dict[str, _Session] = {}
         # continuity key -> session ids (most recent last). A key is the fingerprint of
         # (request messages + reply) ("full") or of the request messages alone ("loose": the
@@ -87,12 +91,12 @@ class SessionTracker:
 
         sid, source = None, SRC_NEW
         if getattr(control, "session_id", None):
-            sid = control.session_id
+            sid = self._safe_id(control.session_id)
             source = SRC_BODY if control.source.get("session_id") == "body" else SRC_HEADER
         if sid is None:
             rid = runtime_session_id(msgs)
             if rid:
-                sid, source = rid, SRC_RUNTIME
+                sid, source = self._safe_id(rid), SRC_RUNTIME
         if sid is None and hashes:
             sid = self._match(hashes, [m for m in msgs if m.get("role") not in ("system", "developer")], sys_fp)
             if sid is not None:

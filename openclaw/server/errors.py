@@ -92,14 +92,18 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = None
         if exc.status_code == 404:
             message = f"Unknown route: {request.method} {request.url.path}"
         elif exc.status_code == 405:
-            message = f"Method {request.method} is not allowed on {request.url.path}"
+            allowed = (getattr(exc, "headers", None) or {}).get("Allow")
+            message = f"Method {request.method} is not allowed on {request.url.path}" + (
+                f"; use {allowed}" if allowed else "")
+            code = "method_not_allowed"
         else:
             message = str(exc.detail)
         status = exc.status_code
-        err = OpenAIError(status, message)
+        err = OpenAIError(status, message, code=code)
         return JSONResponse(err.body(), status_code=status, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)

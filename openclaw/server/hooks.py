@@ -63,3 +63,13 @@ class TurnObserver(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+def redact_attached_text(observer: Any, text: Any) -> Any:
+    """Free text a client attaches to a stored turn later (a feedback comment) goes through the
+    intercept's redaction, session memory included, before it is stored. Anything but a string is
+    returned as is, for the caller's own validation to refuse."""
+    redact = getattr(observer, "redact_attached_text", None)
+    if redact is None or not isinstance(text, str):
+        return text
+    return redact(text)

@@ -157,12 +157,14 @@ class SGLangClient:
         await self._request("POST", "/abort_request", json_body={"rid": rid, "abort_all": abort_all})
 
     async def flush_cache(self, *, deadline_s: float = 60.0, interval_s: float = 0.2) -> None:
-        """GET /flush_cache until it answers 200 (it refuses while requests are pending)."""
+        """POST /flush_cache until it answers 200 (it refuses while requests are pending). POST:
+        SGLang answers GET and POST, and servers that refuse state changes on GET (a web page can
+        make a browser GET any URL) answer only POST."""
         end = time.monotonic() + deadline_s
         last = ""
         while True:
             try:
-                resp = await self._http.get("/flush_cache")
+                resp = await self._http.post("/flush_cache", json={})
                 if resp.status_code == 200:
                     return
                 last = f"HTTP {resp.status_code}: {resp.text.strip()}"

@@ -2,7 +2,7 @@
 
 1. the train group writes full HF weights (or, with LoRA, only the adapter) into a fresh folder;
 2. every engine: POST /pause_generation -> POST /update_weights_from_disk {model_path,
-   weight_version} -> GET /flush_cache (retried until idle) -> POST /continue_generation;
+   weight_version} -> POST /flush_cache (retried until idle) -> POST /continue_generation;
    an engine whose `GET /get_server_info` says `"weight_swap": "live"` (a server answering users
    while it trains: it loads the new weights beside the serving ones and swaps them between two
    decode steps) gets the update alone, without the pause: its users see no stall;
