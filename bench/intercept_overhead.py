@@ -90,7 +90,8 @@ def bench_e2e(model: Path, tok: Any, hist_tokens: int, n: int, workdir: Path) ->
     out: dict[str, Any] = {}
     try:
         off = create_app(ServerConfig(), engine=engine)
-        on = create_app(ServerConfig(rl=RLConfig(enabled=True, buffer_dir=workdir / "e2e_buf")), engine=engine)
+        rl = RLConfig(enabled=True, intercept=InterceptConfig(buffer_dir=workdir / "e2e_buf"))
+        on = create_app(ServerConfig(rl=rl), engine=engine)
         with serve_in_background(off) as s_off, serve_in_background(on) as s_on:
             asyncio.run(e2e_run(s_off.base_url, histories, 4, 8))  # warm-up
             asyncio.run(e2e_run(s_on.base_url, histories, 4, 8))
