@@ -23,12 +23,26 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium i
 
 
 def write_metrics(log_dir: Path) -> None:
+    """Two runs in one --log-dir, as slime's MetricsLogger appends them: steps 1..5, then a restart
+    from step 2 (a resume from an earlier checkpoint) to step 3."""
     from slime.utils.metrics import MetricsLogger
 
-    logger = MetricsLogger(log_dir, progress_bar=False, capture_logger=None)
-    for step in range(1, 6):
-        logger.log({"reward/mean": 0.1 * step, "loss/total": 1.0 / step, "train/kl": 0.01 * step}, step=step)
-    logger.close()
+    for steps in (range(1, 6), range(2, 4)):
+        logger = MetricsLogger(log_dir, progress_bar=False, capture_logger=None)
+        for step in steps:
+            logger.log({"reward/mean": 0.1 * step, "loss/total": 1.0 / step, "train/kl": 0.01 * step}, step=step)
+        logger.close()
+
+
+def test_curves_are_one_line_per_run_ordered_by_step(tmp_path: Path) -> None:
+    from openclaw.control.dashboard import curves
+
+    write_metrics(tmp_path)
+    c = curves(tmp_path)
+    assert [r["steps"] for r in c["runs"]] == [[1, 2, 3, 4, 5], [2, 3]]
+    assert c["runs"][0]["series"]["reward/mean"] == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
+    assert c["runs"][1]["series"]["reward/mean"] == pytest.approx([0.2, 0.3])
+    assert "reward/mean" in c["metrics"] and "train/kl" in c["metrics"]
 
 
 def test_dashboard_live_sessions_versions_and_buttons(tiny_model_path, tiny_model_path_alt, tmp_path, monkeypatch):
@@ -56,8 +70,16 @@ def test_dashboard_live_sessions_versions_and_buttons(tiny_model_path, tiny_mode
             page.goto(srv.base_url + "/dashboard")
             expect(page.locator("#served-version")).to_have_text("0")
             expect(page.locator("#gate")).to_have_text("on")
-            expect(page.locator('[data-metric="reward/mean"]')).to_contain_text("last 0.5")
+            expect(page.locator('[data-metric="reward/mean"]')).to_contain_text("last 0.3")  # the newest run's last step
             expect(page.locator('[data-metric="train/kl"]')).to_be_visible()
+            # one line per run, each drawn by step (x grows along the line), on a labelled step axis
+            lines = page.locator('[data-metric="reward/mean"] polyline')
+            expect(lines).to_have_count(2)
+            for i in range(2):
+                xs = [float(p.split(",")[0]) for p in lines.nth(i).get_attribute("points").split()]
+                assert xs == sorted(xs) and len(set(xs)) == len(xs), xs
+            expect(page.locator('[data-metric="reward/mean"] .x-axis')).to_contain_text("step 1")
+            expect(page.locator('[data-metric="reward/mean"] .x-axis')).to_contain_text("step 5")
             page.screenshot(path=str(shots / "1-empty.png"), full_page=True)
 
             # A chat appears as a live session (the page polls; Playwright waits for it).
@@ -68,7 +90,7 @@ def test_dashboard_live_sessions_versions_and_buttons(tiny_model_path, tiny_mode
             session = page.locator('[data-session="dash-session"]')
             expect(session).to_contain_text("Hello dashboard")
             fb = client.post("/v1/feedback", json={"id": r.json()["id"], "rating": "down", "comment": "too vague"})
-            if fb.status_code == 200:  # the feedback endpoint (issue 12 item 1) is mounted
+            if fb.status_code == 200:  # the feedback endpoint is mounted
                 expect(session).to_contain_text("feedback down: too vague")
             expect(page.locator("#queue")).to_contain_text("turns")
             page.screenshot(path=str(shots / "2-session.png"), full_page=True)
@@ -91,5 +113,35 @@ def test_dashboard_live_sessions_versions_and_buttons(tiny_model_path, tiny_mode
             expect(page.locator("#status")).to_contain_text("serving weight version 1")
             assert client.get("/health").json()["weight_version"] == 1
             page.screenshot(path=str(shots / "4-promoted.png"), full_page=True)
+
+            # The session was trained into v1 (a ledger row, as the trainer's bridge writes it).
+            from openclaw.buffer import TrajectoryBuffer
+
+            with TrajectoryBuffer.open(tmp_path / "buffer", create=False) as buf:
+                turn_id = buf.find_turn(request_id=r.json()["id"])[0]
+                assert buf.record_trained("dash-trainer", [turn_id], 0, 1, save_dir=None,
+                                          base_model=str(tiny_model_path)) == 1
+            # Retract asks first (it cannot be undone); dismissed, nothing happens.
+            dialogs: list[str] = []
+
+            def answer(accept: bool):
+                def on_dialog(dialog) -> None:
+                    dialogs.append(dialog.message)
+                    dialog.accept() if accept else dialog.dismiss()
+                return on_dialog
+
+            page.once("dialog", answer(False))
+            session.locator("button", has_text="retract").click()
+            expect(page.locator("#status")).to_contain_text("not retracted")
+            assert dialogs and "cannot be undone" in dialogs[0] and "dash-session" in dialogs[0]
+            assert client.get("/v1/sessions/dash-session/feedback").status_code == 200  # still there
+            page.once("dialog", answer(True))
+            session.locator("button", has_text="retract").click()
+            expect(page.locator('[data-session="dash-session"]')).to_have_count(0)
+            expect(page.locator("#served-version")).to_have_text("0")  # rolled back: v1 holds the session
+            retracted = page.locator('tr[data-version="1"]')
+            expect(retracted).to_contain_text("retracted")
+            expect(retracted.locator("button")).to_have_count(0)  # neither promote nor rollback
+            page.screenshot(path=str(shots / "5-retracted.png"), full_page=True)
             browser.close()
     print(f"dashboard screenshots: {shots}")

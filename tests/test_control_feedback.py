@@ -1,4 +1,4 @@
-"""Explicit feedback (issue 12 item 1) with real parts: the real server (tiny model, RL intercept)
+"""Explicit feedback with real parts: the real server (tiny model, RL intercept)
 over real HTTP, the real SQLite buffer read back from a separate process, the bridge turning the
 rated turn into a trainer Sample and OPD's teacher scoring it under the comment as its hint."""
 
@@ -112,6 +112,15 @@ def test_feedback_errors_are_openai_shaped(server: dict) -> None:
             r = client.post("/v1/feedback", json=body)
             assert r.status_code == 400, (body, r.text)
             assert r.json()["error"]["param"] == param, (body, r.json())
+        # a session the buffer does not know (never stored, purged, retracted): 404, not an empty list
+        r = client.get("/v1/sessions/no-such-session/feedback")
+        assert r.status_code == 404, r.text
+        err = r.json()["error"]
+        assert set(err) == {"message", "type", "param", "code"} and err["type"] == "not_found_error"
+        assert err["code"] == "session_not_found" and err["param"] == "session_id" and "no-such-session" in err["message"]
+        _chat(client, "fb-unrated", [{"role": "user", "content": "Hello."}])
+        r = client.get("/v1/sessions/fb-unrated/feedback")  # known, nothing rated: an empty list
+        assert r.status_code == 200 and r.json() == {"object": "list", "data": []}
 
 
 def test_thumbs_down_reaches_the_sample_reward_and_opd_hint(server: dict, tiny_model_path: Path) -> None:

@@ -5,6 +5,7 @@ gate test with SmolLM2 is in test_control_promotion_gate.py."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,7 @@ def test_push_promote_rollback_and_cli(gated_server, tiny_model_path, tiny_model
     done = subprocess.run([sys.executable, "-m", "openclaw.control", "--url", str(client.base_url), "rollback", "1"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["message"] == "serving weight version 1: rolled back from version 2 by the user"
     assert client.get("/health").json()["weight_version"] == 1
     statuses = {v["version"]: v["status"] for v in client.get("/v1/weights").json()["data"]}
     assert statuses == {0: "retired", 1: "serving", 2: "rolled_back"}
@@ -88,6 +90,24 @@ def test_errors_use_openai_shape(gated_server):
     assert r.status_code == 400 and r.json()["error"]["param"] == "model_path"
     r = client.post("/v1/weights/abc/promote", json={})
     assert r.status_code in (400, 422)
+
+
+def test_a_version_number_is_never_reused(gated_server, tiny_model_path, tiny_model_path_alt):
+    """A push under a number the registry already holds (a trainer restarted and counting from 1
+    again) is refused with a 409 naming the collision; nothing is overwritten or served."""
+    client, _ = gated_server
+    push(client, tiny_model_path_alt, 1)
+    push(client, tiny_model_path, 2)
+    kept = client.get("/v1/weights").json()["data"]
+    for again in (1, 2):  # a retired version and the served one
+        r = client.post("/update_weights_from_disk", json={"model_path": str(tiny_model_path_alt),
+                                                           "weight_version": str(again)})
+        assert r.status_code == 409, r.text
+        err = r.json()["error"]
+        assert set(err) == {"message", "type", "param", "code"} and err["code"] == "weight_version_exists"
+        assert f"weight version {again} " in err["message"] and err["param"] == "weight_version"
+    assert client.get("/v1/weights").json()["data"] == kept
+    assert client.get("/health").json()["weight_version"] == 2
 
 
 def test_gate_off_serves_push_directly(tiny_model_path_alt, tiny_model_path, tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""The gate test of issue 12: a deliberately harmful update (SmolLM2 trained to answer every
+"""The promotion gate's test: a deliberately harmful update (SmolLM2 trained to answer every
 question with "OK") pushed by the trainer's own code is refused by the canary, kept on disk and
 reported, and the served version stays the previous one; chat is answered throughout. A benign
 update passes and is served; the user can still promote the refused one and roll back.

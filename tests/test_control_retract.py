@@ -157,3 +157,67 @@ def test_requeue_gives_the_later_trained_turns_back_to_the_trainer(tmp_path: Pat
         assert buf.fetch_judged("other") == []
         assert {r["session_id"] for r in buf.ledger(max_version=3, valid_only=True)} == {"s0"}
         assert buf.retraction("s1")["result"]["requeued_turns"] == 1
+
+
+def test_kill9_between_the_purge_and_the_wal_truncation_then_pending_leaves_no_byte(buffer_with_secret: dict) -> None:
+    """The window after the purge commit and before the WAL is truncated: the text is still in the
+    buffer's files there. Killed -9 at that point, the journal says `deleted` (not `purged`: that
+    state is recorded only once the WAL is clean) and `--pending` finishes it."""
+    d, export = buffer_with_secret["dir"], buffer_with_secret["export"]
+    proc = subprocess.Popen([sys.executable, "-m", "openclaw.buffer", "--dir", str(d), "retract", "--session", "secret"],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            env={**os.environ, PAUSE_ENV: "deleted"})
+    try:
+        lines = []
+        for line in proc.stderr:  # blocks until the child reaches the journaled pause point
+            lines.append(line)
+            if "paused at deleted" in line:
+                break
+        else:
+            raise AssertionError(f"retract exited before the pause point: {''.join(lines)}")
+        assert _grep(PHRASE, d), "nothing left in the window: the test would test nothing"
+        os.kill(proc.pid, signal.SIGKILL)  # by PID: the child this test started
+    finally:
+        proc.wait(timeout=60)
+    with TrajectoryBuffer.open(d, create=False) as buf:
+        assert buf.retraction("secret")["state"] == "deleted" and buf.session_turns("secret") == []
+    r = _cli(d, "retract", "--pending")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["removed"] == {"turns": 1, "feedback": 1, "export_records": 1}  # counted once, at the purge
+    assert "resumed a retract interrupted in state 'deleted'" in res["actions"]
+    assert _grep(PHRASE, d, export) == []
+    with TrajectoryBuffer.open(d, create=False) as buf:
+        assert buf.retraction("secret")["state"] == "done" and buf.verify() == []
+
+
+def test_retract_deletes_the_trainers_rollout_debug_dumps(buffer_with_secret: dict, tmp_path: Path) -> None:
+    """`--save-debug-rollout-data` dumps (a folder of rollout_<id>.jsonl, or a {rollout_id} template)
+    that hold a sample of the session are deleted; the others stay."""
+    from slime.ray.rollout_manager import save_rollout_data
+    from slime.utils.types import Sample
+
+    from openclaw.control.ledger import register_trainer_files
+
+    d = buffer_with_secret["dir"]
+    folder, template = tmp_path / "dumps", str(tmp_path / "runs" / "r-{rollout_id}.jsonl")
+
+    def sample(sid: str, text: str) -> Sample:
+        return Sample(index=1, prompt=[{"role": "user", "content": text}], tokens=[1, 2], response="ok",
+                      response_length=1, session_id=sid)
+
+    for where in (str(folder), template):
+        save_rollout_data(where, 0, [sample("keep", "hello there")])
+        save_rollout_data(where, 1, [sample("keep", "hello there"), sample("secret", f"my code is {PHRASE}")])
+    with TrajectoryBuffer.open(d, create=False) as buf:
+        register_trainer_files(buf, "trainer-a", debug_rollout_data=str(folder))
+        register_trainer_files(buf, "trainer-b", debug_rollout_data=template)
+    assert len(_grep(PHRASE, folder, tmp_path / "runs")) == 2
+    r = _cli(d, "retract", "--session", "secret")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert sorted(res["removed_debug_dumps"]) == sorted([str(folder / "rollout_1.jsonl"),
+                                                         str(tmp_path / "runs" / "r-1.jsonl")])
+    assert sorted(p.name for p in folder.iterdir()) == ["rollout_0.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["r-0.jsonl"]
+    assert _grep(PHRASE, d, folder, tmp_path / "runs") == []

@@ -1,4 +1,4 @@
-"""Retract and unlearn (issue 12 item 2), and explicit feedback reaching the trained sample (item 1),
+"""Retract and unlearn, and explicit feedback reaching the trained sample,
 end to end with real parts: the real server (tiny model, RL intercept) over real HTTP, the CPU judge,
 slime's training loop in-process (the bridge + `setup_local`, as the demo runs it) saving real
 checkpoints and pushing each version into the serving engine, the buffer CLI in a child process
@@ -238,4 +238,12 @@ def test_http_retract_of_a_trained_session_rolls_back(trained: dict) -> None:
     assert res["rolled_back_to"]["path"].endswith("checkpoint-0") and res["removed"]["feedback"] == 1
     assert _grep(COMMENT, trained["buffer"], trained["export"]) == []  # the comment went with it
     with TrajectoryBuffer.open(trained["buffer"], create=False) as buf:
-        assert version_sessions(buf, 1) == {"benign"}
+        assert version_sessions(buf, 1) == {"benign"} and "fb" in version_sessions(buf, 2)
+    # Gate off too, version 2 (and every later one) holds a retracted session: loading it is a 409.
+    for version in (2, 4):
+        r = httpx.post(f"{url}/update_weights_from_disk", timeout=60,
+                       json={"model_path": str(trained["ckpt"] / "checkpoint-0"), "weight_version": str(version)})
+        assert r.status_code == 409 and r.json()["error"]["code"] == "weight_version_retracted", r.text
+        r = httpx.post(f"{url}/v1/weights/{version}/promote", json={}, timeout=60)
+        assert r.status_code == 409 and r.json()["error"]["code"] == "weight_version_retracted", r.text
+    assert _served(url) == 1

@@ -47,7 +47,7 @@ from openclaw.bridge.flags import DEFAULT_PROGRESS_INTERVAL_S
 from openclaw.bridge.reward import RlSignal, RunningBaseline
 from openclaw.bridge.turns import KINDS, METHODS, trainable_kinds, turn_signal, turn_to_sample
 from openclaw.buffer import TrajectoryBuffer
-from openclaw.control.ledger import record_step
+from openclaw.control.ledger import record_step, register_trainer_files, weight_version_floor
 
 log = logging.getLogger("openclaw.bridge")
 
@@ -151,11 +151,15 @@ class BufferDataSource:
         self.buffer = TrajectoryBuffer.open(self.cfg.buffer_dir, create=False)
         self.progress = progress
         self.pending: set[int] = set()
+        self.unreported: set[int] = set()  # handed out to train, not yet in the ledger (on_trained)
         self.handed_out = 0
         self.reported_skips: set[int] = set()  # each skipped turn is said once, however often it is seen
         self.explained_routine: set[str] = set()  # routine skip reasons already said (then only counted)
         self.opened_at = time.time()  # retractions journaled after this stop this trainer (`check_retractions`)
         self.prompts: list[Any] = []  # the driver asks len(prompts): a live buffer has no fixed epoch
+        # Before the first dump is written: a retract deletes the dumps that hold the session.
+        register_trainer_files(self.buffer, self.cfg.consumer_id,
+                               debug_rollout_data=getattr(args, "save_debug_rollout_data", None))
 
     # ---- driver hooks (slime.ray.driver) --------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -178,17 +182,32 @@ class BufferDataSource:
             n = self.buffer.commit_consumed(self.cfg.consumer_id, ids, checkpoint_tag=tag)
             log.info("resume: committed %d/%d turn(s) recorded in the checkpoint for %s", n, len(ids), self.cfg.consumer_id)
 
+    def weight_version_floor(self) -> int:
+        """The driver numbers this trainer's weight pushes after this (unique across restarts)."""
+        return weight_version_floor(self.buffer, getattr(self.args, "rollout_engine_urls", None) or [])
+
+    def before_weight_push(self) -> None:
+        """The driver's last call before a push: weights that hold a retracted session never leave."""
+        self.check_retractions()
+
     def on_trained(self, indices: list[int], step: int, weight_version: int) -> None:
         """The driver's report of a trained step: provenance ledger rows (sample index = turn id)."""
         record_step(self.buffer, self.cfg.consumer_id, indices, step, weight_version,
                     save_dir=self.cfg.save_dir, base_model=getattr(self.args, "hf_checkpoint", None))
+        self.unreported.difference_update(int(i) for i in indices)
 
     def check_retractions(self) -> None:
         """Policy "stop there": a session this trainer trained on was retracted after it started,
         so its weights (and anything it would push next) contain retracted data. Stop with the
         checkpoint to resume from instead of training on."""
         for r in self.buffer.retractions():
-            if r["started_at"] >= self.opened_at and self.cfg.consumer_id in r["plan"].get("consumers", []):
+            if r["started_at"] < self.opened_at:
+                continue
+            if self.unreported & set(r["plan"].get("turn_ids", [])):  # taken before the retract, trained since
+                raise RetractedTrainingError(
+                    f"session {r['session_id']!r} was retracted ({r['state']}) while this trainer trained on it: its "
+                    "weights hold retracted data and are not pushed. Restart from the latest checkpoint (--load)")
+            if self.cfg.consumer_id in r["plan"].get("consumers", []):
                 target = r["plan"].get("rollback_to") or {}
                 raise RetractedTrainingError(
                     f"session {r['session_id']!r} was retracted ({r['state']}) after this trainer trained on it: its "
@@ -293,6 +312,7 @@ class BufferDataSource:
                 time.sleep(wait)  # polling the buffer (another process writes it)
         out.waited_s = time.monotonic() - t0
         self.pending.update(seen)
+        self.unreported.update(int(r.turn_id) for r in out.records)
         self.handed_out += len(out.records) + sum(out.skipped.values())
         return out
 

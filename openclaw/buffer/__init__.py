@@ -49,7 +49,9 @@ API (all methods are synchronous and thread-safe; open one handle per process):
     buf.find_turn(request_id="chatcmpl-...")  or  buf.find_turn(session_id=sid, turn_index=0)
     buf.put_feedback(turn, "down", -1.0, "comment"); buf.feedback_for(ids); buf.session_feedback(sid)
     buf.record_trained(consumer, ids, step, version, save_dir=..., base_model=...); buf.ledger(...)
+    buf.highest_weight_version(); buf.has_session(sid)
     buf.record_export(path, sids); buf.exports_of(sid)
+    buf.record_trainer_file(consumer, "debug_rollout_data", path); buf.trainer_files(kind)
     buf.retractions(unfinished=False); buf.retraction(sid)    # the retract journal
 
 Several processes (and several handles in one process) may have the buffer open at once: no

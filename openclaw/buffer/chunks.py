@@ -36,7 +36,7 @@ def _hash(kind: bytes, data: bytes) -> bytes:
 def utf8(text: str, what: str) -> bytes:
     """`text` as UTF-8, or RecordError naming the field: SQLite can only bind valid UTF-8, and a
     lone surrogate (e.g. in a session id or a message `name`) failed the whole group commit
-    it shared with other users' turns (issue 15 item 3)."""
+    it shared with other users' turns."""
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as e:

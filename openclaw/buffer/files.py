@@ -3,7 +3,7 @@ at the path.
 
 Nothing here opens a descriptor on the database file: POSIX advisory locks belong to the
 process, so closing ANY descriptor of the file drops every lock this process's SQLite
-connections hold on it (issue 15 item 1). Modes are set and checked through the path."""
+connections hold on it. Modes are set and checked through the path."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""SQL of the user-control tables (schema version 3): explicit feedback, the provenance ledger,
-export files we wrote, and the retract journal. The rules (what a rating is worth, when a
+"""SQL of the user-control tables (schema versions 3-4): explicit feedback, the provenance ledger,
+export files we wrote, trainer files that hold text (debug dumps), and the retract journal. The rules (what a rating is worth, when a
 retract rolls back) live in `openclaw.control`; this module only stores and reads rows.
 """
 
@@ -14,6 +14,13 @@ from openclaw.buffer.schema import C_FEEDBACK_CHANGED, C_RETRACTED, bump
 
 
 # ------------------------------------------------------------------ turns by id
+def has_session(c: sqlite3.Connection, session_id: str) -> bool:
+    """Whether the buffer holds anything of the session (its row, a turn or a rating)."""
+    return any(c.execute(q, (session_id,)).fetchone() is not None for q in (
+        "SELECT 1 FROM sessions WHERE session_id=?", "SELECT 1 FROM turns WHERE session_id=? LIMIT 1",
+        "SELECT 1 FROM feedback WHERE session_id=? LIMIT 1"))
+
+
 def turn_by_request(c: sqlite3.Connection, request_id: str) -> tuple[int, str, int] | None:
     """(turn_id, session_id, turn_index) of the turn a chat completion `id` produced."""
     row = c.execute("SELECT turn_id, session_id, turn_index FROM turns WHERE request_id=? ORDER BY turn_id LIMIT 1",
@@ -121,6 +128,26 @@ def invalidate_versions(c: sqlite3.Connection, above_version: int, now: float, *
     return requeued
 
 
+def highest_version(c: sqlite3.Connection) -> int:
+    """The highest weight version this buffer has seen: trained into (the ledger, rolled back or
+    not) or served (the version a turn was generated under)."""
+    row = c.execute("SELECT max(weight_version) FROM ledger").fetchone()
+    turns = c.execute("SELECT max(weight_version) FROM turns").fetchone()
+    return max(int(row[0] or 0), int(turns[0] or 0))
+
+
+# ------------------------------------------------------------------ trainer files
+def record_trainer_file(c: sqlite3.Connection, consumer_id: str, kind: str, path: str, now: float) -> None:
+    c.execute("INSERT INTO trainer_files (consumer_id, kind, path, registered_at) VALUES (?, ?, ?, ?) "
+              "ON CONFLICT(consumer_id, kind, path) DO UPDATE SET registered_at=excluded.registered_at",
+              (consumer_id, kind, path, now))
+
+
+def trainer_files(c: sqlite3.Connection, kind: str) -> list[dict[str, Any]]:
+    return [{"consumer_id": r[0], "path": r[1], "registered_at": r[2]} for r in c.execute(
+        "SELECT consumer_id, path, registered_at FROM trainer_files WHERE kind=? ORDER BY path, consumer_id", (kind,))]
+
+
 # ------------------------------------------------------------------ exports
 def record_export(c: sqlite3.Connection, path: str, session_ids: Sequence[str], now: float) -> None:
     c.executemany("INSERT INTO exports (path, session_id, exported_at) VALUES (?, ?, ?) "
@@ -171,3 +198,14 @@ def purge_session_everywhere(c: sqlite3.Connection, session_id: str) -> dict[str
     n_exports = c.execute("DELETE FROM exports WHERE session_id=?", (session_id,)).rowcount
     bump(c, C_RETRACTED, 1)
     return {"turns": n_turns, "feedback": n_feedback, "export_records": n_exports}
+
+
+def forget_checkpoint_tags(c: sqlite3.Connection, consumers: Sequence[str], tags: Sequence[str]) -> int:
+    """A consumer's position names the checkpoint it was committed with; once a retract deleted
+    that checkpoint the name points at nothing, so it is cleared (shown as none)."""
+    n = 0
+    for consumer in consumers:
+        for tag in tags:
+            n += c.execute("UPDATE consumers SET checkpoint_tag=NULL WHERE consumer_id=? AND checkpoint_tag=?",
+                           (consumer, tag)).rowcount
+    return n

@@ -11,10 +11,10 @@ from pathlib import Path
 from openclaw.buffer.files import create_private_db, make_private
 
 DB_NAME = "buffer.sqlite3"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Older versions this code upgrades in place (their tables are a subset: the CREATE ... IF NOT
 # EXISTS statements below add what is missing, so the upgrade is only the version bump).
-UPGRADABLE_FROM = (2,)
+UPGRADABLE_FROM = (2, 3)
 CHUNK_IDS = 1024  # prompt token ids per chunk
 
 SCHEMA = """
@@ -95,7 +95,7 @@ CREATE TABLE IF NOT EXISTS counters (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 );
--- Version 3 (issue 12): explicit feedback, the provenance ledger, exports we wrote, the retract
+-- Version 3: explicit feedback, the provenance ledger, exports we wrote, the retract
 -- journal. See openclaw/control/README.md.
 -- One row per rated turn: the last rating wins, `changes` counts how often it was replaced.
 CREATE TABLE IF NOT EXISTS feedback (
@@ -139,12 +139,21 @@ CREATE TABLE IF NOT EXISTS exports (
 -- next start if a crash interrupted it.
 CREATE TABLE IF NOT EXISTS retractions (
     session_id TEXT PRIMARY KEY,
-    state TEXT NOT NULL,             -- planned -> purged -> done
+    state TEXT NOT NULL,             -- planned -> deleted -> purged (the WAL is clean) -> done
     plan TEXT NOT NULL,              -- JSON (openclaw.control.retract.RetractPlan)
-    result TEXT,                     -- JSON, when done
+    result TEXT,                     -- JSON: what was removed (from `deleted` on), the whole result when done
     started_at REAL NOT NULL,
     finished_at REAL
 );
+-- Version 4: files a trainer writes that hold conversation text (its rollout debug dumps,
+-- --save-debug-rollout-data), registered when its data source opens, so a retract finds them.
+CREATE TABLE IF NOT EXISTS trainer_files (
+    consumer_id TEXT NOT NULL,
+    kind TEXT NOT NULL,              -- 'debug_rollout_data'
+    path TEXT NOT NULL,              -- a folder (rollout_<id>.jsonl inside) or a {rollout_id} template
+    registered_at REAL NOT NULL,
+    PRIMARY KEY (consumer_id, kind, path)
+) WITHOUT ROWID;
 """
 
 # Counter names (persisted, so `stats` shows them across restarts and processes).
@@ -166,7 +175,7 @@ def connect(db: Path, *, busy_timeout_ms: int, durability: str, create: bool) ->
     Never opens a raw descriptor on `db`: POSIX advisory locks belong to the process, so
     closing ANY descriptor of the file drops the locks of every SQLite connection this process
     holds on it, and another process closing the database then deletes the -wal this one is
-    still writing to (issue 15 item 1). The file is created by SQLite itself, private from its
+    still writing to. The file is created by SQLite itself, private from its
     first byte (see `files.create_private_db`)."""
     timeout = busy_timeout_ms / 1000
     if create:

@@ -337,7 +337,7 @@ class TrajectoryBuffer:
         with self._lock:
             return tuple(self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone())  # type: ignore[return-value]
 
-    # ------------------------------------------------------------------ user control (issue 12)
+    # ------------------------------------------------------------------ user control
     # Rows only; the rules are openclaw.control's (feedback, ledger, retract).
     def find_turn(self, *, request_id: str | None = None, session_id: str | None = None,
                   turn_index: int | None = None) -> tuple[int, str, int] | None:
@@ -383,6 +383,25 @@ class TrajectoryBuffer:
         with self._lock:
             return provenance.exports_of(self._conn, session_id)
 
+    def has_session(self, session_id: str) -> bool:
+        """Whether anything of the session is stored (its row, a turn or a rating)."""
+        with self._lock:
+            return provenance.has_session(self._conn, session_id)
+
+    def highest_weight_version(self) -> int:
+        """The highest weight version in the ledger (rolled back or not) or under which a turn was served."""
+        with self._lock:
+            return provenance.highest_version(self._conn)
+
+    def record_trainer_file(self, consumer_id: str, kind: str, path: str | os.PathLike[str]) -> None:
+        """A file (or folder, or {rollout_id} template) a trainer writes that holds conversation text."""
+        with self._tx() as c:
+            provenance.record_trainer_file(c, consumer_id, kind, str(path), _now())
+
+    def trainer_files(self, kind: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return provenance.trainer_files(self._conn, kind)
+
     def retractions(self, *, unfinished: bool = False) -> list[dict[str, Any]]:
         with self._lock:
             return provenance.journal_list(self._conn, unfinished=unfinished)
@@ -395,15 +414,25 @@ class TrajectoryBuffer:
         with self._tx() as c:
             provenance.journal_begin(c, session_id, plan, _now())
 
-    def purge_retracted(self, session_id: str) -> dict[str, int]:
+    def purge_retracted(self, session_id: str, progress: dict[str, Any] | None = None, *,
+                        consumers: Sequence[str] = (), removed_checkpoints: Sequence[str] = ()) -> dict[str, int]:
         """One transaction: the session's turns, judgements, hints, feedback and export records
-        go, and the journal moves to `purged`; then the WAL is checkpointed and truncated so no
-        old frame keeps a copy (retried while a reader holds it; an error if it never lets go)."""
+        go, `consumers` positions that name a removed checkpoint (folder names) name none, and
+        the journal moves to `deleted` holding `progress` with the counts under "removed". The
+        bytes are not gone yet: old WAL frames (and pages not yet checkpointed) still hold them
+        until `finish_purge`."""
         with self._tx() as c:
             counts = provenance.purge_session_everywhere(c, session_id)
-            provenance.journal_advance(c, session_id, "purged", _now())
-        self.truncate_wal()
+            provenance.forget_checkpoint_tags(c, consumers, removed_checkpoints)
+            provenance.journal_advance(c, session_id, "deleted", _now(), {**(progress or {}), "removed": counts})
         return counts
+
+    def finish_purge(self, session_id: str) -> None:
+        """Checkpoint and truncate the WAL (the zeroed pages reach the database, no old frame is
+        left), then move the journal to `purged`: that state is recorded only once the WAL is clean."""
+        self.truncate_wal()
+        with self._tx() as c:
+            provenance.journal_advance(c, session_id, "purged", _now())
 
     def finish_retraction(self, session_id: str, result: dict[str, Any], *, invalidate_above: int | None,
                           requeue_consumers: Sequence[str] = ()) -> int:

@@ -4,7 +4,7 @@ session, count) and how a group of them is applied in one transaction.
 A group commit carries many users' turns. One record that SQLite refuses must fail only its
 own request: records are checked before the transaction (`chunks.prepare`), and if one still
 fails inside it, the group is replayed op by op, each in its own SAVEPOINT, so that record is
-refused alone and the rest of the group lands (issue 15 item 3)."""
+refused alone and the rest of the group lands."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The user's control over what the model learns and serves (issue 12).
+"""The user's control over what the model learns and serves.
 
 Gated promotion with rollback (`promotion.py`, `canary.py`), the dashboard (`dashboard.py`,
 `static/dashboard.html`); explicit feedback and retract live beside them. Command line:

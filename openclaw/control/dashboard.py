@@ -2,7 +2,9 @@
 
 * sessions: the newest turns grouped by session, each with the user's message, the reply, the
   judge's verdict, the hint, and the user's explicit feedback (when the buffer has it);
-* curves: reward, loss and KL per step from the trainer's `metrics.jsonl` (`OPENCLAW_TRAIN_LOG_DIR`);
+* curves: reward, loss and KL per step from the trainer's `metrics.jsonl` (`OPENCLAW_TRAIN_LOG_DIR`),
+  one line per run (a run ends where the step goes back: a restart, a resume from an earlier
+  checkpoint), each ordered by step;
 * weight versions with their canary results (`PromotionController.listing()`) and what each
   was trained on (the provenance ledger);
 * buffer and judge-queue counts (`TrajectoryBuffer.stats()`).
@@ -56,28 +58,38 @@ def sessions_view(buffer: Any, limit_turns: int = 200) -> list[dict[str, Any]]:
 
 
 def curves(log_dir: Path | None) -> dict[str, Any]:
-    """{"source", "steps": [...], "series": {name: [value|None per step]}} from metrics.jsonl."""
+    """{"source", "metrics": [names], "runs": [{"run", "steps": [...], "series": {name: [value|None
+    per step]}}]} from metrics.jsonl. Several runs append to one --log-dir: a row whose step is not
+    above the previous row's starts a new run (a restart, or a resume from an earlier checkpoint),
+    so every run is one line over increasing steps instead of a zigzag across runs."""
     if log_dir is None:
-        return {"source": None, "steps": [], "series": {}, "note": "set OPENCLAW_TRAIN_LOG_DIR to the trainer's --log-dir"}
+        return {"source": None, "metrics": [], "runs": [],
+                "note": "set OPENCLAW_TRAIN_LOG_DIR to the trainer's --log-dir"}
     path = Path(log_dir) / "metrics.jsonl"
     if not path.is_file():
-        return {"source": str(path), "steps": [], "series": {}, "note": "no metrics yet"}
+        return {"source": str(path), "metrics": [], "runs": [], "note": "no metrics yet"}
     with path.open("rb") as fh:
         size = fh.seek(0, 2)
         fh.seek(max(0, size - METRICS_TAIL_BYTES))
         lines = fh.read().decode("utf-8", errors="replace").splitlines()
-    rows = []
+    runs: list[list[dict[str, Any]]] = []
     for line in lines:
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
             continue  # a partial first line of the tail, or a line being written
-        if isinstance(row, dict) and "step" in row:
-            rows.append(row)
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int | float):
+            continue
+        if not runs or row["step"] <= runs[-1][-1]["step"]:
+            runs.append([])
+        runs[-1].append(row)
+    rows = [row for run in runs for row in run]
     kl_keys = sorted({k for row in rows for k in row if "kl" in k.lower().split("/")[-1]})
     keys = [k for k in CURVE_KEYS if any(k in row for row in rows)] + kl_keys
-    series = {k: [row.get(k) if isinstance(row.get(k), int | float) else None for row in rows] for k in keys}
-    return {"source": str(path), "steps": [row["step"] for row in rows], "series": series}
+    return {"source": str(path), "metrics": keys, "runs": [
+        {"run": i + 1, "steps": [row["step"] for row in run],
+         "series": {k: [row.get(k) if isinstance(row.get(k), int | float) else None for row in run] for k in keys}}
+        for i, run in enumerate(runs)]}
 
 
 def queue_view(buffer: Any) -> dict[str, Any]:

@@ -9,13 +9,21 @@ the version they went into was rolled back) as the audit trail of what was undon
 
 Versions are linear: version V holds every valid row with `weight_version <= V`. A retract
 that rolls back to version W invalidates every row above W, so "the served version's ledger"
-is always `ledger(max_version=served, valid_only=True)`.
+is always `ledger(max_version=served, valid_only=True)`. Invalidated rows still went into the
+versions that existed when they were rolled back: every version from the first one trained on a
+retracted session up to the highest one that existed when it was retracted holds that session
+(`retracted_in`, from the retract journal), and none of them is served again.
+
+Version numbers are unique across trainer restarts: a trainer starts numbering after
+`weight_version_floor` (the highest version the buffer, the registry or the engine knows), so a
+number never names two different sets of weights.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from openclaw.buffer import TrajectoryBuffer
@@ -40,8 +48,79 @@ def version_ledger(buffer: TrajectoryBuffer, version: int) -> list[dict[str, Any
     return buffer.ledger(max_version=version, valid_only=True)
 
 
+def taint_ranges(plan: dict[str, Any]) -> list[tuple[int, int]]:
+    """The weight versions (inclusive ranges) a retract journal row's session went into."""
+    if plan.get("taint") is not None:
+        return [(int(lo), int(hi)) for lo, hi in plan["taint"]]
+    first = plan.get("first_version")  # a journal row written before ranges were recorded
+    if first is None:
+        return []
+    return [(int(first), max([int(first), *(int(v) for v in plan.get("affected_versions") or [])]))]
+
+
+def retracted_in(buffer: TrajectoryBuffer, version: int) -> list[str]:
+    """The retracted sessions (journal rows in any state: from the moment a retract is planned)
+    whose training went into weight version `version`. Non-empty: the version must never be
+    served, promoted, rolled back to or loaded again."""
+    return sorted(j["session_id"] for j in buffer.retractions()
+                  if any(lo <= int(version) <= hi for lo, hi in taint_ranges(j["plan"])))
+
+
 def version_sessions(buffer: TrajectoryBuffer, version: int) -> set[str]:
-    return {r["session_id"] for r in version_ledger(buffer, version)}
+    """The sessions weight version `version` was trained on, retracted ones included."""
+    return {r["session_id"] for r in version_ledger(buffer, version)} | set(retracted_in(buffer, version))
+
+
+def highest_weight_version(buffer: TrajectoryBuffer) -> int:
+    """The highest weight version the buffer knows: the ledger (rolled back rows too), the turns'
+    served versions, and the highest version a retract saw."""
+    journal = [int(j["plan"].get("max_version") or 0) for j in buffer.retractions()]
+    return max([buffer.highest_weight_version(), *journal])
+
+
+def engine_versions(urls: Iterable[str], timeout_s: float = 30.0) -> list[int]:
+    """What the engines know: the version each serves and, from an OpenClaw-RL server, every version
+    in its registry (`GET /v1/weights`). An engine that does not answer is an error (a trainer must
+    not guess its numbering); one that answers without integer versions (SGLang's default
+    "default") adds nothing."""
+    import httpx
+    from slime.rollout.sglang_client import auth_headers
+
+    found: list[int] = []
+    for url in urls:
+        base = url.rstrip("/")
+        with httpx.Client(timeout=timeout_s, headers=auth_headers()) as client:
+            try:
+                served = client.get(base + "/get_weight_version")
+                served.raise_for_status()
+                listing = client.get(base + "/v1/weights")
+            except httpx.HTTPError as exc:
+                raise RuntimeError(f"cannot read the weight version of the engine at {base}: {exc}") from exc
+        try:
+            found.append(int(served.json()["weight_version"]))
+        except (TypeError, ValueError, KeyError):
+            pass
+        if listing.status_code == 200:
+            found += [int(v["version"]) for v in listing.json().get("data", [])]
+        elif listing.status_code != 404:  # 404: an engine without a registry (SGLang)
+            raise RuntimeError(f"GET {base}/v1/weights -> HTTP {listing.status_code}: {listing.text[:300]}")
+    return found
+
+
+def weight_version_floor(buffer: TrajectoryBuffer, engine_urls: Iterable[str] = ()) -> int:
+    """The number a trainer's next weight version must be above: a trainer that starts (or
+    restarts, from a checkpoint or from scratch) numbers its pushes from here + 1."""
+    return max([highest_weight_version(buffer), *engine_versions(engine_urls)])
+
+
+DEBUG_ROLLOUT_DATA = "debug_rollout_data"
+
+
+def register_trainer_files(buffer: TrajectoryBuffer, consumer_id: str, *, debug_rollout_data: str | None) -> None:
+    """Record where a trainer writes files that hold conversation text (its rollout debug dumps),
+    before it writes any: a retract deletes those holding the session."""
+    if debug_rollout_data:
+        buffer.record_trainer_file(consumer_id, DEBUG_ROLLOUT_DATA, str(Path(debug_rollout_data).resolve()))
 
 
 def session_versions(buffer: TrajectoryBuffer, session_id: str, *, valid_only: bool = True) -> list[int]:

@@ -11,6 +11,12 @@ the serving engine and the engine swaps weights between two decode steps.
 `promote VERSION` loads any kept version (the user decides; no canary), `rollback VERSION`
 loads an older kept version and marks the versions after it `rolled_back`. The registry is one
 JSON file (`versions.json`, replaced atomically) next to the kept folders `v<N>/`.
+
+Retracts (`openclaw.control.retract`) overrule everything here: a version a retracted session
+went into is `retracted`, its kept folder is deleted, and every way into service (the gated
+push, promote, rollback, a retract's own rollback) refuses it; the retract's rollback is served
+without the canary and without waiting for one. A version number is registered once: a push
+under a number the registry holds is refused (numbers name one set of weights for good).
 """
 
 from __future__ import annotations
@@ -25,23 +31,38 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from openclaw.control.canary import Canary, CanaryScores
+from openclaw.control.retract import RetractedVersionError
 
 log = logging.getLogger("openclaw.control.promotion")
 
-SERVING, CANDIDATE, REFUSED, RETIRED, ROLLED_BACK, FAILED = (
-    "serving", "candidate", "refused", "retired", "rolled_back", "failed")
+SERVING, CANDIDATE, REFUSED, RETIRED, ROLLED_BACK, FAILED, RETRACTED = (
+    "serving", "candidate", "refused", "retired", "rolled_back", "failed", "retracted")
 REGISTRY_FILE = "versions.json"
 
 
 class PromotionError(Exception):
-    """A promote/rollback the controller refuses; `status` is the HTTP status to answer with."""
+    """A promote/rollback/push the controller refuses; `status` is the HTTP status to answer with."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, code: str = "weight_version_error", param: str = "version") -> None:
         super().__init__(message)
         self.status = status
+        self.code = code
+        self.param = param
+
+
+class RetractJournal(Protocol):
+    """What the controller asks the retract journal (`openclaw.control.retract.JournalView`)."""
+
+    def retracted_in(self, version: int) -> list[str]:
+        """The retracted sessions weight version `version` holds (`openclaw.control.ledger.retracted_in`)."""
+        ...
+
+    def rollback_target(self, model_path: str, version: int) -> tuple[str, dict[str, Any]] | None:
+        """(session id, rollback target) of the unfinished retract that rolls back to this, else None."""
+        ...
 
 
 @dataclass
@@ -112,6 +133,10 @@ class VersionRegistry:
                                                                           key=lambda v: v.version)]}, indent=1))
         os.replace(tmp, self._file)  # a reader sees the old or the new registry, never half of one
 
+    def owns(self, path: str | Path) -> bool:
+        """Whether `path` is one of the kept folders (never a trainer's checkpoint or a model)."""
+        return self._dir is not None and Path(path).resolve().parent == self._dir.resolve()
+
     def keep_folder(self, version: int, source: str | Path) -> Path:
         """Keep `source` as `v<version>/`: hard links when on the same file system (the
         trainer deletes its sync folders after the next push; links keep the bytes), else a copy."""
@@ -143,13 +168,15 @@ class Outcome:
 class PromotionController:
     """Owns the engine's weight changes while the server runs (one at a time)."""
 
-    def __init__(self, engine: Any, registry: VersionRegistry, canary: Canary | None, gate: bool) -> None:
+    def __init__(self, engine: Any, registry: VersionRegistry, canary: Canary | None, gate: bool,
+                 journal: RetractJournal | None = None) -> None:
         if gate and canary is None:
             raise ValueError("the promotion gate needs a canary")
         self.engine = engine
         self.registry = registry
         self.canary = canary
         self.gate = gate
+        self.journal = journal
         self._lock = asyncio.Lock()
         self._incumbent_scores: dict[int, CanaryScores] = {}
         current = registry.serving()
@@ -165,10 +192,69 @@ class PromotionController:
             entry.status = SERVING
             entry.event("serving", "server", "served at start-up")
             registry.put(entry)
+        self.apply_retractions()
 
     @property
     def served_version(self) -> int:
         return int(self.engine.weight_version)
+
+    # ------------------------------------------------------------------ retracts
+    def retracted_sessions(self, version: int) -> list[str]:
+        return self.journal.retracted_in(version) if self.journal is not None else []
+
+    def refuse_retracted(self, version: int, action: str) -> None:
+        """The check every way into service passes (the gated push, promote, rollback, `_serve`)."""
+        sessions = self.retracted_sessions(version)
+        if sessions:
+            err = RetractedVersionError(version, sessions, action)
+            raise PromotionError(409, str(err), code=err.code,
+                                 param="weight_version" if action in ("serve", "load") else "version")
+
+    def apply_retractions(self) -> list[int]:
+        """Mark every registered version a retracted session went into `retracted` and delete its
+        kept folder. Runs on every listing, push, promote and rollback, at start, and when a
+        retract asks (`POST` of its rollback, `GET /v1/weights`), so no path depends on timing."""
+        changed = []
+        for v in self.registry.all():
+            if v.status == RETRACTED:
+                continue
+            sessions = self.retracted_sessions(v.version)
+            if not sessions:
+                continue
+            if self.registry.owns(v.path):
+                shutil.rmtree(v.path, ignore_errors=True)
+            names = ", ".join(f"'{s}'" for s in sessions)
+            if v.version == self.served_version:
+                log.error("weight version %d holds retracted session(s) %s and is still served: the retract "
+                          "did not finish its rollback (GET /v1/retractions; `retract --pending` finishes it)",
+                          v.version, names)
+            v.status = RETRACTED
+            v.event("retracted", "retract", f"trained on retracted session(s) {names}: kept folder deleted, "
+                                            "never served again")
+            changed.append(v.version)
+        if changed:
+            self.registry.save()
+            log.warning("weight version(s) %s retracted (kept folders deleted)", changed)
+        return changed
+
+    async def retract_rollback(self, model_path: str, version: int) -> Outcome:
+        """Serve a retract's rollback target: no canary, no refusal by the gate, and no wait for a
+        canary check that holds the lock (a check that ends after this re-checks its candidate).
+        Only what an unfinished retract names as its target (the journal) is served this way."""
+        found = self.journal.rollback_target(model_path, version) if self.journal is not None else None
+        if found is None:
+            raise PromotionError(409, f"no unfinished retract rolls back to {model_path} as weight version {version}",
+                                 code="not_a_retract_rollback", param="model_path")
+        session_id, target = found
+        self.refuse_retracted(version, "roll back to")
+        path = model_path
+        if target.get("step") is not None:
+            # A trainer checkpoint: kept like a pushed version, so a later retract that deletes the
+            # checkpoint leaves the served weights on disk (the canary scores them as the incumbent).
+            path = str(await asyncio.to_thread(self.registry.keep_folder, version, model_path))
+        entry = self.registry.get(version) or WeightVersion(version, path, CANDIDATE, time.time())
+        entry.path = path
+        return await self._serve(entry, "retract", f"rolled back for the retract of session '{session_id}'")
 
     async def submit(self, model_path: str, version: int | None, by: str = "trainer") -> Outcome:
         """A new version from the trainer: keep it, check it (gate on), serve it if it passes."""
@@ -176,8 +262,15 @@ class PromotionController:
             self.reconcile()
             number = version if version is not None else max((v.version for v in self.registry.all()),
                                                               default=self.served_version) + 1
-            if self.registry.get(number) is not None and self.registry.get(number).status == SERVING:
-                raise PromotionError(409, f"weight version {number} is already being served")
+            self.refuse_retracted(number, "serve")
+            existing = self.registry.get(number)
+            if existing is not None:
+                raise PromotionError(
+                    409, f"weight version {number} is already registered ({existing.status}, from "
+                         f"{existing.path}): a version number names one set of weights for good, so a push under it "
+                         "is refused; a trainer that restarted must number its pushes after the highest version "
+                         "(the buffer-draining trainers do: openclaw.control.ledger.weight_version_floor)",
+                    code="weight_version_exists", param="weight_version")
             kept = await asyncio.to_thread(self.registry.keep_folder, number, model_path)
             entry = WeightVersion(number, str(kept), CANDIDATE, time.time())
             entry.event("submitted", by, f"from {model_path}")
@@ -202,11 +295,15 @@ class PromotionController:
                                f"{self.served_version}", entry.canary)
             log.info("weight version %d passed the canary (%.1fs)", number, result.seconds)
             self._incumbent_scores[number] = result.candidate
+            if self.retracted_sessions(number):  # a retract ran while the canary did
+                self.apply_retractions()
+                self.refuse_retracted(number, "serve")
             return await self._serve(entry, "canary", f"canary passed in {result.seconds:.1f}s")
 
     async def promote(self, version: int, by: str = "user") -> Outcome:
         async with self._lock:
             self.reconcile()
+            self.refuse_retracted(version, "promote")
             entry = self._kept(version)
             if entry.status == SERVING:
                 return Outcome(version, SERVING, self.served_version, f"weight version {version} is already served",
@@ -217,12 +314,15 @@ class PromotionController:
     async def rollback(self, version: int, by: str = "user") -> Outcome:
         async with self._lock:
             self.reconcile()
+            self.refuse_retracted(version, "roll back to")
             entry = self._kept(version)
-            if version >= self.served_version:
+            before = self.served_version
+            if version >= before:
                 raise PromotionError(409, f"rollback goes to an older version: {version} is not older than the "
-                                          f"served version {self.served_version} (use promote)")
+                                          f"served version {before} (use promote)")
             later = [v for v in self.registry.all() if v.version > version and v.status in (SERVING, CANDIDATE)]
-            out = await self._serve(entry, by, "rolled back to")
+            out = await self._serve(entry, by, f"rolled back from version {before} "
+                                               f"{'by the user' if by == 'user' else 'by ' + by}")
             for v in later:
                 v.status = ROLLED_BACK
                 v.event("rolled_back", by, f"rolled back to version {version}")
@@ -238,6 +338,7 @@ class PromotionController:
         return entry
 
     async def _serve(self, entry: WeightVersion, by: str, note: str) -> Outcome:
+        self.refuse_retracted(entry.version, "serve")
         ok, message = await self.engine.update_weights_from_disk(entry.path, entry.version)
         if not ok:
             entry.status = FAILED
@@ -255,8 +356,12 @@ class PromotionController:
                        entry.canary)
 
     def reconcile(self) -> None:
-        """The engine may have been loaded behind the controller's back (a retract's rollback, a
-        push with the gate off): record what it serves now, so the registry never lies."""
+        """The engine may have been loaded behind the controller's back (a push with the gate off):
+        record what it serves now, so the registry never lies; and apply the retract journal."""
+        self._record_served()
+        self.apply_retractions()
+
+    def _record_served(self) -> None:
         version = self.served_version
         entry = self.registry.get(version)
         if entry is not None and entry.status == SERVING and entry.path == self.engine.model_path:

@@ -5,31 +5,38 @@
 What it does, in this order, each step idempotent and journaled (table `retractions`):
   1. plan (state `planned`, written before anything is touched): the session's turns, the
      ledger rows that trained on it (consumers, steps, weight versions), the version being
-     served, the versions affected (every version at or after the first one that used it), the
-     checkpoint to roll back to (the newest one of that trainer that predates the session's
-     first step, else the trainer's base model, version 0), the later checkpoints to delete,
-     the export files we wrote that hold it, and OPD top-k files derived from its turns;
-  2. purge (state `purged`): export files are rewritten without the session (atomic replace),
-     top-k files and the later checkpoints are deleted (`checkpoint-latest` repointed), then ONE
-     buffer transaction removes its turns (with their judgements and hints), feedback and export
-     records, and the WAL is truncated (deleted pages are zeroed: secure_delete);
+     served, the versions it went into (`taint`: from the first one that used it up to the
+     highest one that exists now; from this moment none of them can be served, promoted,
+     rolled back to or loaded: `openclaw.control.ledger.retracted_in`), the checkpoint to roll
+     back to (the newest one of that trainer that predates the session's first step, else the
+     trainer's base model, version 0), the later checkpoints to delete, the export files we
+     wrote that hold it, and OPD top-k files derived from its turns;
+  2. purge: export files are rewritten without the session (atomic replace), top-k files, the
+     later checkpoints and the trainers' rollout debug dumps holding it are deleted
+     (`checkpoint-latest` repointed), then ONE buffer transaction removes its turns (with their
+     judgements and hints), feedback and export records (state `deleted`); then the WAL is
+     checkpointed and truncated (deleted pages are zeroed: secure_delete) and only then is the
+     state `purged`: `purged` means no byte of the session is left in the buffer's files;
   3. roll back: if the served version used the session, the rollback checkpoint is loaded
-     into the engine (`/update_weights_from_disk`) and served under its own version; every
-     ledger row above it is marked invalidated. Trainers that trained on the session stop at
-     their next rollout (`RetractedTrainingError`, naming the checkpoint to resume from).
+     into the engine and served under its own version (never through the promotion gate's
+     canary, never refused by it); the server's registry marks every version the session went
+     into `retracted` and deletes its kept folder; every ledger row above the rollback version
+     is marked invalidated. Trainers that trained on the session stop at their next rollout or
+     weight push (`RetractedTrainingError`, naming the checkpoint to resume from).
      Policy "stop" (default): the later training is dropped. Policy "requeue": the other
      turns trained into the invalidated versions are marked unconsumed again for those
      trainers, so a trainer restarted from the rollback checkpoint re-applies that training
      without the retracted session (re-applied when the trainer restarts, not by the retract);
   4. done: the journal row holds the result.
 
-A crash (kill -9) anywhere leaves the journal row in `planned` or `purged`; the next call for
-the session, `complete_pending` (run by the server at start and by the CLI), finishes it. While
-a row is unfinished the bridge never hands the session's turns to a trainer.
+A crash (kill -9) anywhere leaves the journal row in `planned`, `deleted` or `purged`; the next
+call for the session, `complete_pending` (run by the server at start and by the CLI), finishes
+it. While a row is unfinished the bridge never hands the session's turns to a trainer.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import logging
 import os
@@ -37,18 +44,28 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from openclaw.buffer import TrajectoryBuffer
+from openclaw.control.ledger import (
+    DEBUG_ROLLOUT_DATA,
+    highest_weight_version,
+    retracted_in,
+    taint_ranges,
+    version_sessions,
+)
 
 log = logging.getLogger("openclaw.control.retract")
 
 POLICIES = ("stop", "requeue")
 # Test hook for the crash test: after the named journal state is durable, say so on stderr and
-# block until killed (the test delivers the kill -9 from outside, at a known point).
+# block until killed (the test delivers the kill -9 from outside, at a known point):
+# planned, deleted (rows gone, WAL not yet clean), purged (WAL clean).
 PAUSE_ENV = "OPENCLAW_RETRACT_PAUSE_AT"
+STATES = ("planned", "deleted", "purged", "done")
 
 
 class RetractError(Exception):
@@ -65,11 +82,24 @@ class WeightTarget(Protocol):
 
     def served_version(self) -> int: ...
 
-    def load(self, model_path: str, version: int) -> None: ...
+    def known_versions(self) -> list[int]:
+        """Every version number the server knows (its registry), [] when it keeps none."""
+        ...
+
+    def load(self, model_path: str, version: int) -> None:
+        """Serve `model_path` as `version`: the retract's rollback, never gated, never refused."""
+        ...
+
+    def sync_registry(self) -> None:
+        """Let the server's weight registry mark the versions the retract took back (and delete
+        their kept folders) now, not when it is next listed."""
+        ...
 
 
 class HTTPWeightTarget:
-    """An engine (or the OpenClaw server) over SGLang's native HTTP API."""
+    """An engine (or the OpenClaw server) over SGLang's native HTTP API. An OpenClaw server with
+    the promotion gate on recognises the rollback push as the retract's (the journal names the
+    checkpoint and version) and serves it without the canary."""
 
     def __init__(self, url: str, timeout_s: float = 600.0) -> None:
         self.url = url.rstrip("/")
@@ -86,10 +116,37 @@ class HTTPWeightTarget:
             raise RetractError(f"the engine at {self.url} reports weight version {raw!r}, not an integer: cannot "
                                "tell whether it serves retracted training", status=409) from None
 
+    def _weights(self) -> dict[str, Any] | None:
+        """`GET /v1/weights` of an OpenClaw server (which also reconciles its registry); None from
+        an engine that has none (SGLang: 404)."""
+        import httpx
+        from slime.rollout.sglang_client import auth_headers
+
+        try:
+            resp = httpx.get(self.url + "/v1/weights", headers=auth_headers(), timeout=60)
+        except httpx.HTTPError as exc:
+            raise RetractError(f"cannot reach the server at {self.url}: {exc}", status=502) from exc
+        if resp.status_code == 404:
+            return None
+        if resp.status_code != 200:
+            raise RetractError(f"GET {self.url}/v1/weights -> HTTP {resp.status_code}: {resp.text[:300]}", status=502)
+        return resp.json()
+
+    def known_versions(self) -> list[int]:
+        listing = self._weights()
+        return [int(v["version"]) for v in listing["data"]] if listing else []
+
     def load(self, model_path: str, version: int) -> None:
+        from slime.rollout.sglang_client import SGLangClientError
         from slime.utils.weight_sync import push_to_engines
 
-        push_to_engines([self.url], model_path, version, timeout_s=self.timeout_s)
+        try:
+            push_to_engines([self.url], model_path, version, timeout_s=self.timeout_s)
+        except SGLangClientError as exc:
+            raise RetractError(f"rolling back: {exc}", status=502) from None
+
+    def sync_registry(self) -> None:
+        self._weights()
 
 
 @dataclass
@@ -106,6 +163,11 @@ class RetractPlan:
     remove_checkpoints: list[str]
     exports: list[str]
     topk_files: list[str]
+    # The highest weight version that existed at planning time (buffer, registry, engine) and the
+    # versions the session went into: [[first, highest], ...] (inclusive; earlier retracts of the
+    # same session id kept). Versions made later get higher numbers (`ledger.weight_version_floor`).
+    max_version: int | None = None
+    taint: list[list[int]] = field(default_factory=list)
 
     @property
     def needs_rollback(self) -> bool:
@@ -127,6 +189,8 @@ class RetractResult:
     rolled_back_to: dict[str, Any] | None = None
     removed_checkpoints: list[str] = field(default_factory=list)
     rewritten_exports: list[str] = field(default_factory=list)
+    removed_debug_dumps: list[str] = field(default_factory=list)
+    retracted_versions: list[list[int]] = field(default_factory=list)  # = the plan's taint
     stopped_consumers: list[str] = field(default_factory=list)
     requeued_turns: int = 0
     actions: list[str] = field(default_factory=list)
@@ -160,7 +224,8 @@ def _topk_files(buffer: TrajectoryBuffer, turns: list[Any]) -> list[str]:
     return out
 
 
-def plan_retract(buffer: TrajectoryBuffer, session_id: str, served_version: int | None, policy: str = "stop") -> RetractPlan:
+def plan_retract(buffer: TrajectoryBuffer, session_id: str, served_version: int | None, policy: str = "stop",
+                 known_versions: list[int] | None = None, earlier_taint: list[list[int]] | None = None) -> RetractPlan:
     if policy not in POLICIES:
         raise RetractError(f"'policy' must be one of {POLICIES} (stop: drop the training after the rollback point; "
                            f"requeue: give its other turns back to the trainer), got {policy!r}")
@@ -195,15 +260,19 @@ def plan_retract(buffer: TrajectoryBuffer, session_id: str, served_version: int 
             rollback_to = {"path": bases[0], "weight_version": 0, "step": None}
     all_versions = {int(r["weight_version"]) for r in buffer.ledger(valid_only=True)}
     affected: set[int] = set()
+    max_version = max([highest_weight_version(buffer), served_version or 0, *(known_versions or [])])
+    taint = [list(r) for r in (earlier_taint or [])]
     if first_version is not None:
         affected = {v for v in all_versions if v >= first_version}
         if served_version is not None and served_version >= first_version:
             affected.add(served_version)
+        taint.append([first_version, max(max_version, first_version)])
     return RetractPlan(
         session_id=session_id, policy=policy, turn_ids=[int(t.turn_id) for t in turns],
         consumers=sorted({r["consumer_id"] for r in rows}), trained_versions=trained_versions,
         first_version=first_version, served_version=served_version, affected_versions=sorted(affected),
         rollback_to=rollback_to, remove_checkpoints=remove, exports=exports, topk_files=_topk_files(buffer, turns),
+        max_version=max_version, taint=taint,
     )
 
 
@@ -270,6 +339,51 @@ def _remove_checkpoints(paths: list[str], rollback_to: dict[str, Any] | None) ->
     return removed
 
 
+def debug_dumps(buffer: TrajectoryBuffer) -> list[Path]:
+    """Every rollout debug dump the registered trainers wrote (`--save-debug-rollout-data`: a
+    folder of rollout_<id>.jsonl, or a path template with {rollout_id})."""
+    found: set[Path] = set()
+    for row in buffer.trainer_files(DEBUG_ROLLOUT_DATA):
+        where = row["path"]
+        if "{rollout_id}" in where:
+            pattern = "*".join(glob.escape(part) for part in where.split("{rollout_id}"))
+        else:
+            pattern = os.path.join(glob.escape(where), "rollout_*.jsonl")
+        found.update(Path(p) for p in glob.glob(pattern) if os.path.isfile(p))
+    return sorted(found)
+
+
+def _dump_holds(path: Path, session_id: str) -> bool:
+    """Whether a dump (one Sample per JSON line, as slime writes them) holds a sample of the
+    session. A line that is not JSON is judged by its bytes: the session id in it counts."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return False
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        try:
+            sample = json.loads(line)
+        except ValueError:
+            if session_id.encode() in line:
+                return True
+            continue
+        if isinstance(sample, dict) and sample.get("session_id") == session_id:
+            return True
+    return False
+
+
+def _remove_debug_dumps(buffer: TrajectoryBuffer, session_id: str, result: RetractResult) -> None:
+    """Delete the dumps that hold the session (a dump is one rollout: replaying it without some of
+    its samples would train on a different batch than the one recorded, so it goes whole)."""
+    for path in debug_dumps(buffer):
+        if _dump_holds(path, session_id):
+            path.unlink(missing_ok=True)
+            if str(path) not in result.removed_debug_dumps:
+                result.removed_debug_dumps.append(str(path))
+
+
 def _purge(buffer: TrajectoryBuffer, plan: RetractPlan, result: RetractResult) -> None:
     for path in plan.exports:
         if rewrite_export(path, plan.session_id):
@@ -277,7 +391,10 @@ def _purge(buffer: TrajectoryBuffer, plan: RetractPlan, result: RetractResult) -
     for path in plan.topk_files:
         Path(path).unlink(missing_ok=True)
     result.removed_checkpoints = _remove_checkpoints(plan.remove_checkpoints, plan.rollback_to)
-    result.removed = buffer.purge_retracted(plan.session_id)
+    _remove_debug_dumps(buffer, plan.session_id, result)
+    progress = {k: getattr(result, k) for k in ("rewritten_exports", "removed_checkpoints", "removed_debug_dumps")}
+    result.removed = buffer.purge_retracted(plan.session_id, progress, consumers=plan.consumers,
+                                            removed_checkpoints=[Path(c).name for c in plan.remove_checkpoints])
 
 
 def _rollback(plan: RetractPlan, engine: WeightTarget | None, result: RetractResult) -> int | None:
@@ -303,6 +420,15 @@ def _rollback(plan: RetractPlan, engine: WeightTarget | None, result: RetractRes
     return int(target["weight_version"])
 
 
+def _known_versions(engine: WeightTarget | None) -> list[int]:
+    known = getattr(engine, "known_versions", None)
+    return list(known()) if known is not None else []
+
+
+def _ranges(taint: list[list[int]]) -> str:
+    return ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in taint)
+
+
 def retract_session(buffer: TrajectoryBuffer, session_id: str, engine: WeightTarget | None,
                     policy: str = "stop") -> RetractResult:
     """Retract `session_id` (see the module docstring). `engine` None is allowed only when the
@@ -310,15 +436,17 @@ def retract_session(buffer: TrajectoryBuffer, session_id: str, engine: WeightTar
     before anything is touched."""
     t0 = time.perf_counter()
     journal = buffer.retraction(session_id)
-    if journal is not None and journal["state"] == "done" and not buffer.session_turns(session_id) \
-            and session_id not in buffer.session_ids():
+    if journal is not None and journal["state"] == "done" and not buffer.has_session(session_id):
         return RetractResult(**journal["result"]) if journal["result"] else RetractResult(session_id, "done")
-    if journal is not None and journal["state"] != "done":
+    resumed = journal is not None and journal["state"] != "done"
+    if resumed:
         plan = RetractPlan(**journal["plan"])  # resume what a crash interrupted
         state = journal["state"]
     else:
         served = engine.served_version() if engine is not None else None
-        plan = plan_retract(buffer, session_id, served, policy)
+        # The same session id used again after an earlier retract: the versions that one took back stay taken back.
+        earlier = taint_ranges(journal["plan"]) if journal is not None else []
+        plan = plan_retract(buffer, session_id, served, policy, _known_versions(engine), [list(r) for r in earlier])
         if plan.trained_versions and engine is None:
             raise RetractError(f"session '{session_id}' was trained into weight version(s) {plan.trained_versions}: "
                                "the retract must check (and maybe roll back) the served weights; pass the engine "
@@ -328,15 +456,24 @@ def retract_session(buffer: TrajectoryBuffer, session_id: str, engine: WeightTar
         state = "planned"
         _pause_point("planned")
     result = RetractResult(session_id=session_id, state="done", affected_versions=plan.affected_versions,
-                           stopped_consumers=plan.consumers)
-    if journal is not None and journal["state"] != "done":
+                           stopped_consumers=plan.consumers, retracted_versions=plan.taint)
+    if resumed:
         result.actions.append(f"resumed a retract interrupted in state '{state}'")
+        done_so_far = journal["result"] or {}  # what the purge removed before the crash (from `deleted` on)
+        for key in ("removed", "rewritten_exports", "removed_checkpoints", "removed_debug_dumps"):
+            if key in done_so_far:
+                setattr(result, key, done_so_far[key])
     if state == "planned":
         _purge(buffer, plan, result)
+        state = "deleted"
+        _pause_point("deleted")
+    if state == "deleted":
+        buffer.finish_purge(plan.session_id)
         result.actions.append(f"removed {result.removed.get('turns', 0)} turn(s) (judgements and hints with them), "
                               f"{result.removed.get('feedback', 0)} feedback row(s), "
                               f"{len(result.rewritten_exports)} export file(s) rewritten, "
-                              f"{len(plan.topk_files)} top-k file(s), {len(result.removed_checkpoints)} checkpoint(s)")
+                              f"{len(plan.topk_files)} top-k file(s), {len(result.removed_checkpoints)} checkpoint(s), "
+                              f"{len(result.removed_debug_dumps)} rollout debug dump(s); WAL truncated")
         _pause_point("purged")
     rolled = _rollback(plan, engine, result)
     if rolled is not None:
@@ -345,6 +482,13 @@ def retract_session(buffer: TrajectoryBuffer, session_id: str, engine: WeightTar
     elif plan.trained_versions:
         result.actions.append(f"the served version {result.served_version_before} predates the session: nothing to "
                               "roll back")
+    # A rollout a trainer had already taken before the plan may have dumped the session since.
+    _remove_debug_dumps(buffer, plan.session_id, result)
+    if plan.taint:
+        if engine is not None and hasattr(engine, "sync_registry"):
+            engine.sync_registry()
+        result.actions.append(f"weight version(s) {_ranges(plan.taint)} hold the session: never served, promoted, "
+                              "rolled back to or loaded again (kept folders deleted)")
     if plan.consumers:
         result.actions.append(f"trainer(s) {plan.consumers} stop at their next rollout (policy '{plan.policy}'): resume from "
                               f"{plan.rollback_to['path'] if plan.rollback_to else 'the base model'}")
@@ -368,6 +512,41 @@ def complete_pending(buffer: TrajectoryBuffer, engine: WeightTarget | None) -> l
 
 
 def served_excludes(buffer: TrajectoryBuffer, session_id: str, served_version: int) -> bool:
-    """Whether the ledger of the served version holds no turn of `session_id`."""
-    return all(r["session_id"] != session_id for r in buffer.ledger(max_version=served_version, valid_only=True))
+    """Whether weight version `served_version` holds no turn of `session_id`: neither a valid ledger
+    row up to it nor, for a retracted session, one of the versions the retract took back."""
+    return session_id not in version_sessions(buffer, served_version)
 
+
+class RetractedVersionError(RetractError):
+    """A weight version holds a retracted session: it is never served again (HTTP 409)."""
+
+    def __init__(self, version: int, sessions: list[str], action: str) -> None:
+        names = ", ".join(f"'{s}'" for s in sessions)
+        super().__init__(f"cannot {action} weight version {version}: it was trained on retracted session(s) {names}; "
+                         "a version that holds a retracted session is never served again (GET /v1/retractions)",
+                         status=409, code="weight_version_retracted")
+        self.version = version
+        self.sessions = sessions
+
+
+class JournalView:
+    """The retract journal as the server's weight registry reads it (`promotion.RetractJournal`):
+    read afresh on every call, so a retract run by another process (the CLI) counts at once."""
+
+    def __init__(self, get_buffer: Callable[[], TrajectoryBuffer | None]) -> None:
+        self._get = get_buffer
+
+    def retracted_in(self, version: int) -> list[str]:
+        buffer = self._get()
+        return retracted_in(buffer, version) if buffer is not None else []
+
+    def rollback_target(self, model_path: str, version: int) -> tuple[str, dict[str, Any]] | None:
+        buffer = self._get()
+        if buffer is None:
+            return None
+        for j in buffer.retractions(unfinished=True):
+            target = j["plan"].get("rollback_to")
+            if target and int(target["weight_version"]) == int(version) and \
+                    os.path.realpath(str(target["path"])) == os.path.realpath(model_path):
+                return j["session_id"], target
+        return None

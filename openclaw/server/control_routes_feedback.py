@@ -1,4 +1,4 @@
-"""HTTP routes of explicit feedback, retract and the provenance ledger (issue 12 items 1-2).
+"""HTTP routes of explicit feedback, retract and the provenance ledger.
 
     POST /v1/feedback                     {"id": "chatcmpl-..."} or {"session_id", "turn_index"},
                                           "rating": "up"|"down"|1..5, "comment"?  -> the stored rating
@@ -31,6 +31,7 @@ from openclaw.control.retract import RetractError, complete_pending, retract_ses
 from openclaw.engines.base import Engine
 from openclaw.server.chat import parse_json_object
 from openclaw.server.errors import OpenAIError
+from openclaw.server.hooks import redact_attached_text
 from openclaw.server.state import ServerState
 
 log = logging.getLogger("openclaw.server.control")
@@ -38,11 +39,13 @@ log = logging.getLogger("openclaw.server.control")
 
 class ServedEngine:
     """The server's own engine as a retract's `WeightTarget`: a retract runs in a worker thread,
-    the engine's loads run on the server's event loop."""
+    the engine's loads run on the server's event loop, through the weight registry
+    (`state.promotion`) so it records the rollback and the versions the retract took back."""
 
-    def __init__(self, engine: Engine, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, engine: Engine, loop: asyncio.AbstractEventLoop, controller: Any = None) -> None:
         self.engine = engine
         self.loop = loop
+        self.controller = controller
 
     def served_version(self) -> int:
         try:
@@ -51,11 +54,27 @@ class ServedEngine:
             raise RetractError(f"the engine reports weight version {self.engine.weight_version!r}, not an integer: "
                                "cannot tell whether it serves retracted training", status=409) from None
 
+    def known_versions(self) -> list[int]:
+        return [v.version for v in self.controller.registry.all()] if self.controller is not None else []
+
     def load(self, model_path: str, version: int) -> None:
+        if self.controller is not None:
+            from openclaw.control.promotion import PromotionError
+
+            try:
+                asyncio.run_coroutine_threadsafe(self.controller.retract_rollback(model_path, version),
+                                                 self.loop).result()
+            except PromotionError as exc:
+                raise RetractError(f"rolling back: {exc}", status=500) from None
+            return
         ok, message = asyncio.run_coroutine_threadsafe(
             self.engine.update_weights_from_disk(model_path, version), self.loop).result()
         if not ok:
             raise RetractError(f"rolling back: the engine refused {model_path}: {message}", status=500)
+
+    def sync_registry(self) -> None:
+        if self.controller is not None:
+            self.controller.apply_retractions()
 
 
 class _Buffer:
@@ -103,7 +122,7 @@ def control_router(state: ServerState) -> APIRouter:
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if state.config.rl.enabled and (state.config.rl.buffer_dir / "buffer.sqlite3").is_file():
-            engine = ServedEngine(state.engine, asyncio.get_running_loop())
+            engine = ServedEngine(state.engine, asyncio.get_running_loop(), getattr(state, "promotion", None))
             done = await asyncio.to_thread(complete_pending, buffers.get(), engine)
             for r in done:
                 log.warning("finished the retract of session %r a crash interrupted: %s", r.session_id, r.actions)
@@ -122,14 +141,19 @@ def control_router(state: ServerState) -> APIRouter:
             raise OpenAIError(400, "Missing required parameter: 'rating' ('up', 'down' or 1-5).", param="rating",
                               code="missing_required_parameter")
         try:
-            row = await asyncio.to_thread(submit_feedback, buffers.get(), target, body["rating"], body.get("comment"))
+            comment = redact_attached_text(state.observer, body.get("comment"))  # it becomes a hint: no secrets
+            row = await asyncio.to_thread(submit_feedback, buffers.get(), target, body["rating"], comment)
         except FeedbackError as e:
             raise OpenAIError(e.status, str(e), param=e.param, code=e.code) from None
         return {"object": "feedback", **row}
 
     @router.get("/v1/sessions/{session_id}/feedback")
     async def session_feedback(session_id: str) -> dict[str, Any]:
-        rows = await asyncio.to_thread(buffers.get().session_feedback, session_id)
+        buf = buffers.get()
+        if not await asyncio.to_thread(buf.has_session, session_id):
+            raise OpenAIError(404, f"No session '{session_id}' in the buffer (never stored, opted out, or purged).",
+                              param="session_id", code="session_not_found")
+        rows = await asyncio.to_thread(buf.session_feedback, session_id)
         return {"object": "list", "data": [{"object": "feedback", **r} for r in rows]}
 
     @router.post("/v1/sessions/{session_id}/retract")
@@ -137,7 +161,7 @@ def control_router(state: ServerState) -> APIRouter:
         raw = await request.body()
         body = parse_json_object(raw) if raw.strip() else {}
         policy = body.get("policy", "stop")
-        engine = ServedEngine(state.engine, asyncio.get_running_loop())
+        engine = ServedEngine(state.engine, asyncio.get_running_loop(), getattr(state, "promotion", None))
         try:
             result = await asyncio.to_thread(retract_session, buffers.get(), session_id, engine, policy)
         except RetractError as e:

@@ -286,6 +286,7 @@ def setup(cfg: Any) -> Run:
         if need_engines:
             gpu_ids = run.train.gpu_ids() if (use_gpu and cfg.cluster.colocate and run.train) else None
             ray.get(run.rollout.start_engines.remote(gpu_ids))
+        continue_numbering(run)
         run.num_rollout = _num_rollout(cfg, ray.get(run.rollout.num_prompts.remote()))
         run.logger = make_logger(cfg, run.num_rollout, start)
     except BaseException:
@@ -316,12 +317,23 @@ def setup_local(cfg: Any, *, echo_steps: bool = True) -> Run:
         run.rollout = RolloutManagerActor(cfg, model_path, False, cfg.logging.log_dir, None, 0)
         run.rollout.start_engines()
         run.args = run.rollout.m.args  # the manager's view carries the engine URLs the plugins read
+        continue_numbering(run)
         run.num_rollout = _num_rollout(cfg, run.rollout.num_prompts())
         run.logger = make_logger(cfg, run.num_rollout, run.start_rollout_id, echo=echo_steps)
     except BaseException:
         run.shutdown()
         raise
     return run
+
+
+def continue_numbering(run: Run) -> None:
+    """Weight versions are unique across restarts: the data source may name the highest version
+    already in use (optional `weight_version_floor()`; the OpenClaw buffer's does) and this run's
+    pushes are numbered after it, so a restarted trainer never reuses a version number."""
+    floor = int(resolve(call(run.rollout, "weight_version_floor")))
+    if floor > run.weights.version:
+        log.info("weight versions continue after %d (the highest already in use)", floor)
+        run.weights.version = floor
 
 
 def _num_rollout(cfg: Any, num_prompts: int) -> int:
@@ -364,7 +376,14 @@ class RolloutManagerActor:
         return samples, metrics, state
 
     def update_weights(self, model_path: str, version: int) -> int:
+        check = getattr(self.m.data_source, "before_weight_push", None)  # optional: may refuse by raising
+        if check is not None:
+            check()
         return self.m.update_weights(model_path, version)
+
+    def weight_version_floor(self) -> int:
+        hook = getattr(self.m.data_source, "weight_version_floor", None)  # optional data-source hook
+        return int(hook()) if hook is not None else 0
 
     def on_trained(self, indices: list[int], step: int, weight_version: int) -> None:
         hook = getattr(self.m.data_source, "on_trained", None)  # optional data-source hook
