@@ -5,6 +5,6 @@
 #                                                           # USE_LORA / LORA_RANK / LORA_ALPHA / LORA_DROPOUT apply
 # Settings are env vars (openclaw/launch/README.md); other flags go to the component that declares them.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-if [ "${1:-}" = "--lora" ]; then shift; exec bash openclaw-combine/run_qwen3_7b_lora_openclaw_combine.sh "$@"; fi
-exec bash openclaw-combine/run_qwen3_7b_openclaw_combine.sh "$@"
+here="$(dirname "${BASH_SOURCE[0]}")"  # no cd: the launcher reads relative --config paths from the caller's folder
+if [ "${1:-}" = "--lora" ]; then shift; exec bash "$here/run_qwen3_7b_lora_openclaw_combine.sh" "$@"; fi
+exec bash "$here/run_qwen3_7b_openclaw_combine.sh" "$@"

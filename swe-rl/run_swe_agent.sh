@@ -7,6 +7,7 @@
 #   bash swe-rl/run_swe_agent.sh --benchmark swe-bench-lite        # says what local data to provide
 #   SWE_BENCH_PATH=/data/swe-bench bash swe-rl/run_swe_agent.sh    # your SWE-bench instances + mirrors
 set -euo pipefail
+echo "run_swe_agent.sh evaluates a model as a SWE agent and does not train it; to train: bash swe-rl/run_swe_rl.sh" >&2
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON="${PYTHON:-python}"
 args=(--out "${OUT_DIR:-./logs/swe-agent}" --max-steps "${MAX_STEPS:-20}" --parallel-envs "${PARALLEL_ENVS:-8}")

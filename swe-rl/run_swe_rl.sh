@@ -8,5 +8,6 @@
 # No GPU and no MODEL_PATH: the embedded CPU preset (CPU_PRESET_MODEL=smollm2|tiny).
 # Settings are env vars (swe-rl/README.md); flags go to the component that declares them.
 set -euo pipefail
+export OPENCLAW_CALLER_DIR="$PWD"  # relative --config paths are the caller's
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 exec "${PYTHON:-python}" -m openclaw.launch swe-rl "$@"

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -48,6 +49,9 @@ def test_rl_script_dry_run_cpu_preset(tmp_path):
     for piece in ("--custom-generate-function-path gui-rl/gui_generate.py", "--parallel-envs 16", "--max-steps 3",
                   "--screenshot-backend playwright", "--rollout-backend embedded"):
         assert piece in out.stdout, piece
+    assert not (tmp_path / "train.jsonl").exists()  # a dry run writes nothing: it shows the preparation a real launch runs first; run that here
+    prepare = next(ln for ln in out.stdout.splitlines() if ln.startswith("would run prepare: "))
+    subprocess.run(shlex.split(prepare[len("would run prepare: "):]), cwd=ROOT, check=True, timeout=300)
     assert len((tmp_path / "train.jsonl").read_text().splitlines()) >= 20 * 50  # prepared from the task list
     bad = subprocess.run(["bash", str(RL)], cwd=tmp_path, env=dict(env, ENV_TYPE="terminal"), capture_output=True,
                          text=True, timeout=120)

@@ -19,6 +19,7 @@ from slime.utils.arguments import parse_config
 
 from openclaw.judge import add_judge_args
 from openclaw.launch import RECIPES, LaunchError, build_plan
+from openclaw.launch.routing import trainer_parser
 
 REPO = Path(__file__).resolve().parents[1]
 EVAL_SCRIPTS = ("run_eval.sh", "run_swe_agent.sh", "run_gui_agent.sh")  # evaluation harnesses: no training launch
@@ -32,15 +33,22 @@ CLEARED = ("RAY_ADDRESS", "MODEL_PATH", "LORA_ARGS", "OPTIMIZER_ARGS", "ROLLOUT_
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in CLEARED}
     env.update(OPENCLAW_DRY_RUN="1", RL_BUFFER_DIR=str(tmp_path / "buf"), CKPT_SAVE_DIR=str(tmp_path / "ckpt"),
-               LOG_DIR=str(tmp_path / "logs"), DATA_PATH=str(tmp_path / "train.jsonl"), DATA_DIR=str(tmp_path / "data"),
-               CPU_PRESET_MODEL="tiny", EVAL_LIMIT="3")
+               LOG_DIR=str(tmp_path / "logs"), CPU_PRESET_MODEL="tiny")
     env.update(extra)
     return env
 
 
+def _track_data(tmp_path: Path, folder: str) -> dict[str, str]:
+    """A track's data files (their preparation is shown, not run, in a dry run); live scripts import
+    DATA_PATH's session files, which must exist, so they get none."""
+    if folder.startswith("openclaw-"):
+        return {}
+    return {"DATA_DIR": str(tmp_path / "data")} if folder == "toolcall-rl" else {"DATA_PATH": str(tmp_path / "train.jsonl")}
+
+
 def _dry_run(script: str, tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", script, *args], cwd=REPO, env=_env(tmp_path, **extra), capture_output=True,
-                          text=True, timeout=300)
+    env = _env(tmp_path, **{**_track_data(tmp_path, Path(script).parent.name), **extra})
+    return subprocess.run(["bash", script, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 
 def _commands(stdout: str) -> dict[str, list[str]]:
@@ -76,9 +84,13 @@ def test_dry_run_routes_each_flag_to_its_owner(script: str, tmp_path: Path) -> N
     argv = _trainer(cmds)
     args = parse_config(argv, env={}).to_namespace()  # the trainer accepts all it is given
     assert args.lr == 3e-6 and args.rollout_max_response_len == 96
-    assert argv[-3:] == trainer_flags  # the command line wins over the presets (last flag counts)
+    assert argv[-3:] == trainer_flags  # the command line replaces the presets' values
+    provider = argv[argv.index("--extra-args-provider-path"):argv.index("--extra-args-provider-path") + 2]
+    actions = trainer_parser(provider)._option_string_actions
+    dests = [actions[t.split("=", 1)[0]].dest for t in argv if t.split("=", 1)[0] in actions]
+    assert len(dests) == len(set(dests)), sorted(d for d in set(dests) if dests.count(d) > 1)  # each setting once
     if not _is_live(script):
-        assert set(cmds) == {"ray-head", "submit"}  # a track runs the trainer only
+        assert set(cmds) == {"prepare", "ray-head", "submit"}  # a track runs the trainer only (data made first)
         return
     server, judge = cmds["server"], cmds["judge"]
     for flag, value in (("--majority-vote-n", "5"), ("--num-judge-workers", "2"), ("--judge-backend", "cpu")):
@@ -94,7 +106,8 @@ def test_dry_run_routes_each_flag_to_its_owner(script: str, tmp_path: Path) -> N
 
 
 def _plan(recipe: str, tmp_path: Path, *args: str, **env: str):  # noqa: ANN202 - a Plan
-    return build_plan(recipe, list(args), _env(tmp_path, **env), REPO)
+    folder = RECIPES[recipe].folder if recipe in RECIPES else recipe
+    return build_plan(recipe, list(args), _env(tmp_path, **{**_track_data(tmp_path, folder), **env}), REPO)
 
 
 def test_unknown_flag_is_an_error_naming_it(tmp_path: Path) -> None:

@@ -66,7 +66,7 @@ def test_the_shipped_file_maps_onto_the_trainer_flags():
     assert (cfg.optimizer.lr, cfg.optimizer.lr_warmup_iters, cfg.algorithm.eps_clip) == (1e-6, 100, 0.2)
     assert cfg.extras["openclaw_method"] == "combine"
     assert (cfg.extras["openclaw_combine_w_rl"], cfg.extras["openclaw_combine_w_opd"]) == (0.5, 0.5)
-    assert cfg.cluster.rollout_num_engines == 1
+    assert cfg.cluster.rollout_num_engines is None  # left out: a live method's engine is its server
     # flags on the command line win over the file; MODEL_PATH fills a null checkpoint_path
     cfg = parse_config(["--config", str(SHIPPED), *COMBINE, "--lr", "2e-6", "--w-rl", "1.0"], env={"MODEL_PATH": "/m"})
     assert cfg.optimizer.lr == 2e-6 and cfg.extras["openclaw_combine_w_rl"] == 1.0 and cfg.rollout.hf_checkpoint == "/m"

@@ -212,7 +212,7 @@ export LORA_RANK=16
 export LORA_ALPHA=32
 export LORA_DROPOUT=0.1
 bash openclaw-combine/run_combine_training.sh --lora""", "alias",
-         ("USE_LORA -> trainer --use-lora", "--lora-rank 16 --lora-alpha 32 --lora-dropout 0.1")),
+         ("USE_LORA=true -> trainer --use-lora", "--lora-rank 16 --lora-alpha 32 --lora-dropout 0.1")),
     Step("hermes", """export TINKER_API_KEY=$YOUR_TINKER_KEY
 export TINKER_PROJECT_ID=your_project_id
 bash deploy_to_tinker.sh""", "refused", ("TINKER_API_KEY",), dry=False),
@@ -221,7 +221,7 @@ bash deploy_to_fireworks.sh --gpus 8 --method combine""", "refused", ("FIREWORKS
     Step("hermes", """export OPENCLAW_DEBUG=true
 export ROLLOUT_LOG_LEVEL=DEBUG
 bash openclaw-combine/run_combine_training.sh""", "alias",
-         ("OPENCLAW_DEBUG -> judge --log-level debug", "ROLLOUT_LOG_LEVEL -> server --log-level debug")),
+         ("OPENCLAW_DEBUG=true -> judge --log-level debug", "ROLLOUT_LOG_LEVEL=DEBUG -> server --log-level debug")),
     Step("hermes", """export BATCH_SIZE=8
 export GRAD_ACCUM_STEPS=8
 export USE_GRADIENT_CHECKPOINTING=true
@@ -235,7 +235,7 @@ bash openclaw-combine/run_combine_training.sh""", "alias",
     --async-collection
 "
 export ROLLOUT_ARGS
-bash openclaw-combine/run_combine_training.sh""", "refused", ("--parallel-envs is an agent-environment setting",)),
+bash openclaw-combine/run_combine_training.sh""", "refused", ("--num-rollout-workers", "starts no engines")),
     Step("hermes", """export LEARNING_RATE=5e-7
 export CLIP_GRAD_NORM=0.5
 export PPO_CLIP_RATIO=0.1

@@ -36,6 +36,12 @@ def dry_run(script: Path, tmp_path: Path, **env: str) -> subprocess.CompletedPro
     return subprocess.run(["bash", str(script)], cwd=tmp_path, env=full, capture_output=True, text=True, timeout=120)
 
 
+def _prepare(stdout: str) -> None:
+    for line in stdout.splitlines():
+        if line.startswith("would run prepare: "):
+            subprocess.run(shlex.split(line[len("would run prepare: "):]), cwd=ROOT, check=True, timeout=300)
+
+
 def _submitted(stdout: str) -> str:
     """The trainer command of the `would run submit: ray job submit ... -- CMD` line."""
     line = next(ln for ln in stdout.splitlines() if ln.startswith("would run submit: "))
@@ -54,6 +60,8 @@ def test_terminal_script_cpu_preset(tmp_path):
     for piece in ("--custom-generate-function-path terminal-rl/terminal_generate.py", "--max-steps 3",
                   "--parallel-envs 5", "--rollout-backend embedded", "--use-lora", "tiny-qwen3"):
         assert piece in cmd, piece
+    assert not (tmp_path / "train.jsonl").exists()  # a dry run writes nothing: it shows the preparation a real launch runs first; run that here
+    _prepare(out.stdout)
     assert (tmp_path / "train.jsonl").is_file()  # prompt data prepared from the tasks
     assert not (tmp_path / "ck").exists()  # a dry run creates no run folders
 
@@ -65,6 +73,8 @@ def test_toolcall_script_cpu_preset_and_bad_input(tmp_path):
     cmd = _submitted(out.stdout)
     assert "--tools-config " + str(ROOT / "toolcall-rl" / "tools_config.json") in cmd
     assert "--eval-prompt-data gsm8k" in cmd and "--tool-use-bonus 0.1" in cmd
+    assert not (tmp_path / "data").exists()  # a dry run writes nothing: it shows the preparation a real launch runs first; run that here
+    _prepare(out.stdout)
     assert len((tmp_path / "data" / "eval.jsonl").read_text().splitlines()) == 3
     bad = dry_run(SCRIPTS[1], tmp_path, CPU_PRESET_MODEL="tiny", ENV_TYPE="terminal")
     assert bad.returncode == 2 and "ENV_TYPE" in bad.stderr

@@ -62,6 +62,9 @@ def test_rl_script_cpu_preset_dry_run(tmp_path):
     for piece in ("--custom-generate-function-path swe-rl/swe_generate.py", "--max-steps 3", "--parallel-envs 8",
                   "--rollout-backend embedded", "--use-lora"):
         assert piece in cmd, piece
+    assert not (tmp_path / "train.jsonl").exists()  # a dry run writes nothing: it shows the preparation a real launch runs first; run that here
+    prepare = next(ln for ln in out.stdout.splitlines() if ln.startswith("would run prepare: "))
+    subprocess.run(shlex.split(prepare[len("would run prepare: "):]), cwd=ROOT, check=True, timeout=300)
     rows = [json.loads(x) for x in (tmp_path / "train.jsonl").read_text().splitlines()]
     assert len(rows) >= 40 and all(r["metadata"]["instance"]["split"] == "train" for r in rows)
     bad = run_script(RL, tmp_path, DRY_RUN="1", CPU_PRESET_MODEL="tiny", ENV_TYPE="terminal")

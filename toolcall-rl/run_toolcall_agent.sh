@@ -7,5 +7,6 @@ if [ -n "${TOOLS_CONFIG:-}" ] && [ -e "$TOOLS_CONFIG" ]; then
   TOOLS_CONFIG="$(realpath "$TOOLS_CONFIG")"
   export TOOLS_CONFIG
 fi
+export OPENCLAW_CALLER_DIR="$PWD"  # relative --config paths are the caller's
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 exec "${PYTHON:-python}" -m openclaw.launch toolcall-rl "$@"

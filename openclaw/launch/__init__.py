@@ -4,7 +4,10 @@
     OPENCLAW_DRY_RUN=1 python -m openclaw.launch terminal-rl      # print the plan, start nothing
 
 The run_*.sh scripts are two-line wrappers around it. Modules, one job each:
-    settings  the reference's env vars, read once (Settings)
+    names     every name a user types (env vars, launcher flags, --config keys, scripts): one table
+    settings  the table's env vars, read once (Settings)
+    config_file  --config FILE: each key to the setting or flag it names
+    page_env  env vars that become a component's flags
     recipes   per method/track: components, method flags (plugins as file paths), presets
     routing   each flag to the component whose own parser declares it
     plan      every command of one launch, built and validated before anything starts

@@ -13,8 +13,9 @@ from openclaw.launch.settings import LaunchError
 def _usage() -> str:
     lines = ["usage: python -m openclaw.launch RECIPE [flags for the server, judge or trainer...]", "", "recipes:"]
     lines += [f"  {r.name:<20} {r.summary}" for r in RECIPES.values()]
-    lines += ["", "Settings are env vars (MODEL_PATH, CKPT_SAVE_DIR, ROLLOUT_ARGS, ...; see openclaw/launch/README.md).",
-              "OPENCLAW_DRY_RUN=1 prints the plan and starts nothing."]
+    lines += ["", "Settings are env vars (MODEL_PATH, CKPT_SAVE_DIR, ROLLOUT_ARGS, ...) and --config FILE.yaml; every",
+              "name is in openclaw/launch/names.py (the table in openclaw/launch/README.md).",
+              "OPENCLAW_DRY_RUN=1 prints the plan and starts and writes nothing."]
     return "\n".join(lines)
 
 
@@ -27,13 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         repo = repo_root()
         plan = build_plan(recipe, rest, os.environ, repo)
+        if plan.settings.dry_run:  # a dry run writes nothing: the data preparation is shown, not run
+            print(plan.render())
+            return 0
         run_prepare([c.argv for c in plan.prepare], repo)
     except LaunchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if plan.settings.dry_run:
-        print(plan.render())
-        return 0
     from openclaw.launch.run import execute
 
     return execute(plan, os.environ)

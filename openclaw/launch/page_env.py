@@ -1,10 +1,10 @@
-"""The second public page's env vars, each mapped onto a component's flag or refused with the reason.
+"""Env vars that become a component's flags: names.py's `to=` pairs, and the second public page's
+variables whose value needs more than passing on, each mapped onto a flag or refused with the reason.
 
-`openclaw-rl-training-skill-hermes.md` tells users to `export USE_LORA=true`, `BATCH_SIZE=8`,
-`PPO_CLIP_RATIO=0.1`, `MASTER_ADDR=...` and so on. Each one here becomes the flag of the component
-that owns the setting (placed before the command line's flags, so a flag typed on the command line
-wins: argparse keeps the last value), a job env var the trainer really reads, or a `LaunchError`
-saying why it does not apply. Nothing documented is accepted and ignored.
+The second public page tells users to `export USE_LORA=true`, `BATCH_SIZE=8`, `PPO_CLIP_RATIO=0.1`,
+`MASTER_ADDR=...` and so on. Each one becomes the flag of the component that owns the setting (placed
+before the `--config` file's and the command line's flags, which replace it), a job env var the trainer
+really reads, or a `LaunchError` saying why it does not apply. Nothing documented is accepted and ignored.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from openclaw.launch.names import passthrough
 from openclaw.launch.settings import LaunchError, Settings
 
 _TRUE = ("1", "true", "yes", "on")
@@ -21,9 +22,6 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 TASK_TYPES = {"terminal-rl": ("bash_commands", "terminal")}
 CRITIC_FREE = ("does not apply: the methods here are critic-free (GRPO / OPD advantages come from group-normalised "
                "rewards and teacher log-probs), so there is no value function to clip")
-# env var -> trainer flag, value passed as is (slime's parser checks the type and names the flag)
-VALUE_FLAGS = (("LORA_RANK", "--lora-rank"), ("LORA_ALPHA", "--lora-alpha"), ("LORA_DROPOUT", "--lora-dropout"),
-               ("LEARNING_RATE", "--lr"), ("CLIP_GRAD_NORM", "--clip-grad"), ("PPO_CLIP_RATIO", "--eps-clip"))
 
 
 def flag_bool(s: Settings, name: str) -> bool | None:
@@ -61,10 +59,10 @@ class PageEnv:
     job_env: dict[str, str] = field(default_factory=dict)
     drop_preset_lora: bool = False
     gpus_per_node: int | None = None
-    shown: list[str] = field(default_factory=list)  # "VAR -> what it became", for the plan
+    became: dict[str, str] = field(default_factory=dict)  # VAR -> what it became, for the plan
 
     def note(self, var: str, what: str) -> None:
-        self.shown.append(f"{var} -> {what}")
+        self.became[var] = what
 
 
 def read_page_env(s: Settings, recipe_name: str, live: bool) -> PageEnv:
@@ -72,30 +70,19 @@ def read_page_env(s: Settings, recipe_name: str, live: bool) -> PageEnv:
     if flag_bool(s, "VALUE_CLIP"):
         raise LaunchError(f"VALUE_CLIP={s.get('VALUE_CLIP')} {CRITIC_FREE}; unset it")
     _lora(s, out)
-    for var, flag in VALUE_FLAGS:
-        if s.get(var) is not None:
-            out.trainer += [flag, s.get(var) or ""]
-            out.note(var, f"trainer {flag}")
+    # passed as is: the owner's parser checks the value and names its flag
+    for component, argv in (("trainer", out.trainer), ("judge", out.judge)):
+        for var, flag in passthrough(component, recipe_name):
+            if s.get(var) is not None:
+                argv += [flag, s.get(var) or ""]
+                out.note(var, f"{component} {flag}")
     if flag_bool(s, "USE_GRADIENT_CHECKPOINTING"):
         out.trainer.append("--gradient-checkpointing")
         out.note("USE_GRADIENT_CHECKPOINTING", "trainer --gradient-checkpointing")
     _logging(s, out, recipe_name, live)
     _task_type(s, recipe_name)
     _nodes(s, out)
-    _tinker(s)
     return out
-
-
-def _tinker(s: Settings) -> None:
-    """The first page's cloud form (`export TINKER_ENDPOINT=...; ray job submit --address
-    $TINKER_ENDPOINT ... run_qwen3_7b_openclaw_combine.sh`) names a Tinker service, not a Ray cluster:
-    these recipes train with slime here, so a Tinker endpoint given to them would be ignored."""
-    if s.get("TINKER_ENDPOINT") or s.get("TINKER_API_KEY"):
-        set_vars = [v for v in ("TINKER_ENDPOINT", "TINKER_API_KEY") if s.get(v)]
-        raise LaunchError(f"{' and '.join(set_vars)} set, but this recipe trains with slime (FSDP/Megatron) on this "
-                          "machine or Ray cluster, not through the Tinker API. To train through Tinker run "
-                          "`bash deploy_to_tinker.sh` (openclaw-tinker/README.md); to train here, unset "
-                          f"{' and '.join(set_vars)}")
 
 
 def _lora(s: Settings, out: PageEnv) -> None:
@@ -178,22 +165,23 @@ def _nodes(s: Settings, out: PageEnv) -> None:
         out.note("GPUS_PER_NODE", f"use {gpus} of {s.num_gpus} GPU(s) (rollout / training split as for TRAIN_GPUS)")
 
 
-def batch_flags(s: Settings, trainer: Sequence[str]) -> tuple[list[str], list[str]]:
+def batch_flags(s: Settings, trainer: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     """BATCH_SIZE (samples per optimizer step) -> --global-batch-size; GRAD_ACCUM_STEPS -> the micro-batch
-    that many accumulation steps make (--micro-batch-size = samples per step / steps). Returns (flags, notes)."""
+    that many accumulation steps make (--micro-batch-size = samples per step / steps). Returns (flags, notes).
+    `trainer` is the whole command line the trainer gets, so the samples per step are the run's."""
     batch, steps = _int(s, "BATCH_SIZE", 1), _int(s, "GRAD_ACCUM_STEPS", 1)
     flags: list[str] = []
-    notes: list[str] = []
+    notes: dict[str, str] = {}
     if batch is not None:
         flags += ["--global-batch-size", str(batch)]
-        notes.append("BATCH_SIZE -> trainer --global-batch-size")
+        notes["BATCH_SIZE"] = "trainer --global-batch-size"
     if steps is not None:
         per_step = batch if batch is not None else _samples_per_step(trainer)
         if per_step % steps:
             raise LaunchError(f"GRAD_ACCUM_STEPS={steps} must divide the samples per optimizer step ({per_step}; "
                               "BATCH_SIZE sets it)")
         flags += ["--micro-batch-size", str(per_step // steps)]
-        notes.append(f"GRAD_ACCUM_STEPS -> trainer --micro-batch-size {per_step // steps} ({per_step} / {steps})")
+        notes["GRAD_ACCUM_STEPS"] = f"trainer --micro-batch-size {per_step // steps} ({per_step} / {steps})"
     return flags, notes
 
 

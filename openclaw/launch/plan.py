@@ -2,7 +2,11 @@
 
 `OPENCLAW_DRY_RUN=1` prints it (`would run <component>: <argv>`); a real launch executes it
 (`openclaw.launch.run`). Building the plan validates everything that can be validated without
-starting a process: the recipe, the env vars, and where each command-line flag goes.
+starting a process: the recipe, the env vars and paths they name, the `--config` file, and where
+each command-line flag goes. Each component's command line is assembled in layers, later ones
+replacing earlier ones setting by setting (each setting appears once): the launcher's own values,
+the method's flags, the preset (or the `*_ARGS` that replace it), EXTRA_ARGS, env vars, the
+`--config` file, the command line.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from openclaw.launch.config_file import ConfigFile, config_path, read_config_file
+from openclaw.launch.names import ENV, LAUNCHER_FLAGS, NAMES, SECRETS
 from openclaw.launch.page_env import batch_flags, read_page_env
 from openclaw.launch.recipes import (
     BRIDGE_DATA_SOURCE,
@@ -28,7 +34,6 @@ from openclaw.launch.recipes import (
 )
 from openclaw.launch.routing import (
     JUDGE,
-    LAUNCHER_FLAGS,
     SERVER,
     TRAINER,
     FlagTable,
@@ -36,12 +41,16 @@ from openclaw.launch.routing import (
     judge_parser,
     route,
     server_parser,
+    take,
     trainer_parser,
+    unique_flags,
 )
-from openclaw.launch.settings import LaunchError, Settings
+from openclaw.launch.settings import LaunchError, Settings, _flags, read_names
 
 LIVE_NUM_ROLLOUT = "1000000"  # a live run has no end: the trainer runs until stopped
-SECRET_ENV = ("OPENCLAW_API_KEY", "WANDB_API_KEY")
+SECRET_ENV = tuple(sorted(SECRETS))
+# Server engines a live run can train with: the trained weights are pushed into the engine.
+LIVE_BACKENDS = ("hf", "sglang")
 
 
 @dataclass(frozen=True)
@@ -75,19 +84,22 @@ class Plan:
     submit: Command
     routed: Routed
     base_url: str | None
+    details: list[str] = field(default_factory=list)  # env:, config:, wandb: lines of the dry run
 
     def trainer_argv(self) -> list[str]:
         return self.submit.argv[self.submit.argv.index("--") + 1:]
 
     def render(self) -> str:
         lines = [*self.messages]
-        lines.append(f"{self.recipe.name}: plan (OPENCLAW_DRY_RUN=1: nothing is started)")
+        lines.append(f"{self.recipe.name}: plan (OPENCLAW_DRY_RUN=1: nothing is started or written)")
+        lines += self.details
         for cmd in self.prepare:
-            lines.append(f"ran prepare: {cmd.shell()}")
-        for cmd in (self.server, self.judge):
-            if cmd is not None:
-                lines.append(f"would run {cmd.component}: {cmd.shell()}")
+            lines.append(f"would run prepare: {cmd.shell()}")
+        if self.server is not None:
+            lines.append(f"would run server: {self.server.shell()}")
+            lines.append(f"server env: {json.dumps(self.server.env, sort_keys=True)}")
         if self.judge is not None:
+            lines.append(f"would run judge: {self.judge.shell()}")
             shown = " ".join(f"{k}={v}" for k, v in self.judge_settings.items())
             lines.append(f"judge settings: {shown} (defaults from openclaw.judge)")
         for cmd in self.imports:
@@ -104,7 +116,7 @@ class Plan:
 
 
 def masked(runtime_env: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
-    return {k: {n: ("***" if n in SECRET_ENV else v) for n, v in d.items()} for k, d in runtime_env.items()}
+    return {k: {n: ("***" if n in SECRETS else v) for n, v in d.items()} for k, d in runtime_env.items()}
 
 
 def free_port() -> int:
@@ -113,16 +125,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _prescan_launcher_flags(argv: Sequence[str]) -> dict[str, str]:
-    """Launcher-owned flags (e.g. --rl-buffer-dir) before anything else reads the settings."""
-    out: dict[str, str] = {}
+def _prescan_launcher_flags(argv: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Launcher-owned flags (e.g. --rl-buffer-dir) before anything else reads the settings:
+    name -> (value, the flag that gave it)."""
+    out: dict[str, tuple[str, str]] = {}
     for i, tok in enumerate(argv):
         flag, eq, value = tok.partition("=")
         if flag in LAUNCHER_FLAGS:
             if eq:
-                out[LAUNCHER_FLAGS[flag]] = value
+                out[LAUNCHER_FLAGS[flag]] = (value, flag)
             elif i + 1 < len(argv):
-                out[LAUNCHER_FLAGS[flag]] = argv[i + 1]
+                out[LAUNCHER_FLAGS[flag]] = (argv[i + 1], flag)
     return out
 
 
@@ -143,45 +156,213 @@ def _choose(preset: Preset, s: Settings) -> list[str]:
             *(s.ckpt_args if s.ckpt_args is not None else preset.ckpt)]
 
 
-def _judge_settings(judge_argv: Sequence[str]) -> dict[str, object]:
-    """The values the judge will use: its own parser's defaults plus the flags we pass."""
-    ns, _ = judge_parser({}).parse_known_args(list(judge_argv))
-    return {"majority-vote-n": ns.prm_m, "majority-vote-threshold": ns.majority_vote_threshold,
-            "num-judge-workers": ns.num_judge_workers, "judge-backend": ns.judge_backend}
+def _judge_settings(s: Settings, judge_argv: Sequence[str]) -> tuple[dict[str, object], str]:
+    """What the judge will do: its own parser, with the environment it inherits, on the flags we pass,
+    resolved as the judge resolves them (JudgeConfig: a model path or URL makes it the LLM judge,
+    --custom-rm-path the custom one). Returns (settings shown, the banner's one-line description)."""
+    import argparse
+
+    from openclaw.judge.config import JudgeConfig, JudgeConfigError
+
+    try:
+        ns, _ = judge_parser(s.env).parse_known_args(list(judge_argv))
+        cfg = JudgeConfig.from_args(ns)
+    except (JudgeConfigError, argparse.ArgumentError) as exc:
+        raise LaunchError(f"the judge refuses its settings: {exc}") from None
+    shown: dict[str, object] = {"majority-vote-n": cfg.m, "majority-vote-threshold": cfg.threshold,
+                                "num-judge-workers": cfg.num_workers, "judge-backend": cfg.backend}
+    if cfg.backend == "llm":
+        where = cfg.judge_url or cfg.prm_model_path
+        shown["judge-url" if cfg.judge_url else "prm-model-path"] = where
+        return shown, f"LLM judge ({where})"
+    if cfg.backend == "custom":
+        shown["custom-rm-path"] = cfg.custom_rm_path
+        return shown, f"custom reward ({cfg.custom_rm_path})"
+    return shown, "CPU judge (embeddings + trained head)"
+
+
+def _is_path(value: str) -> bool:
+    """A model given as a path (as the server reads it); anything else may be a hub id."""
+    return value.startswith(("/", ".", "~"))
+
+
+def _check_paths(s: Settings, recipe: Recipe) -> None:
+    """Every path a setting names exists, or the launch stops before anything starts, naming it."""
+    def missing(name: str, value: str) -> LaunchError:
+        return LaunchError(f"{s.shown(name, value)} does not exist")
+
+    for name in ("MODEL_PATH", "PRM_MODEL_PATH"):
+        value = s.values.get(name)
+        if value and _is_path(value) and not Path(value).expanduser().exists():
+            raise missing(name, value)
+    if s.resume_ckpt is not None and not s.resume_ckpt.exists():
+        raise missing("RESUME_CKPT", str(s.resume_ckpt))
+    if recipe.kind == "live":
+        for item in (s.data_path or "").split():
+            if not Path(s.abspath(item)).exists():
+                raise LaunchError(f"{s.shown('DATA_PATH', s.data_path or '')}: {item} does not exist (session files "
+                                  "or folders of them, imported into the buffer)")
+
+
+def _check_judge_paths(judge_args: Sequence[str]) -> None:
+    """Paths given to the judge on the command line: a missing one would stop it after the server started."""
+    for i, tok in enumerate(judge_args):
+        flag, eq, value = tok.partition("=")
+        value = value if eq else (judge_args[i + 1] if i + 1 < len(judge_args) else "")
+        if flag in ("--prm-model-path", "--judge-model-path") and _is_path(value) and not Path(value).exists():
+            raise LaunchError(f"{flag} {value} does not exist")
+        file = value.split(":", 1)[0]
+        if flag == "--custom-rm-path" and (file.endswith(".py") or _is_path(file)) and not Path(file).exists():
+            raise LaunchError(f"{flag} {value}: {file} does not exist (a file path ./x.py[:attr] or a module "
+                              "pkg.module[:attr])")
+
+
+def _check_backend(s: Settings, server_argv: Sequence[str]) -> None:
+    """The server's engine must take the trained weights (the trainer pushes each new version into it)."""
+    backend = next((server_argv[i + 1] for i in range(len(server_argv) - 2, -1, -1)
+                    if server_argv[i] == "--backend"), "hf")
+    if backend not in LIVE_BACKENDS:
+        raise LaunchError(f"--backend {backend}: live training pushes every new weight version into the serving "
+                          f"engine, and {backend}'s server cannot load them (no weight-update endpoint); use "
+                          "--backend hf (CPU) or --backend sglang (GPU), or serve with vLLM outside training")
+    if backend == "sglang" and s.num_gpus == 0 and "--engine-url" not in server_argv:
+        raise LaunchError("--backend sglang starts SGLang on a GPU, and there is none here (nvidia-smi -L lists "
+                          "none): use --backend hf, or attach to a running SGLang with --engine-url URL")
+
+
+def _user_trainer_flags(s: Settings, config: ConfigFile | None, routed: Routed) -> list[tuple[str, list[str]]]:
+    """The trainer flags the user gave, with where each came from."""
+    out = [(var, list(tokens)) for var, tokens in (("ROLLOUT_ARGS", s.rollout_args), ("OPTIMIZER_ARGS", s.optimizer_args),
+                                                    ("LORA_ARGS", s.lora_args), ("CKPT_ARGS", s.ckpt_args),
+                                                    ("EXTRA_ARGS", s.extra_args), ("METHOD_ARGS", s.method_args))
+           if tokens]
+    if config is not None:
+        out.append((f"--config {config.path}", config.trainer))
+    out.append(("the command line", routed.args(TRAINER)))
+    return out
+
+
+def _check_user_trainer_flags(s: Settings, recipe: Recipe, table: FlagTable, config: ConfigFile | None,
+                              routed: Routed) -> None:
+    """Refuse a trainer setting the run could not honour (names.py's refused flags for this recipe,
+    matched by setting, so every spelling counts); a --config given anywhere but the command line."""
+    refused = {table.dest(TRAINER, n.name): n for n in NAMES
+               if n.kind == "flag" and n.refused and recipe.name in n.recipes and (TRAINER, n.name) in table.dests}
+    for source, tokens in _user_trainer_flags(s, config, routed):
+        i = 0
+        while i < len(tokens):
+            if not tokens[i].startswith("--"):
+                i += 1  # the trainer's own parser names a stray word (_check_trainer)
+                continue
+            flag = tokens[i].partition("=")[0]
+            if flag == "--config":
+                raise LaunchError(f"--config in {source}: give the file on the run script's command line")
+            dest = table.dest(TRAINER, flag)
+            if dest in refused:
+                row = refused[dest]
+                raise LaunchError(f"{flag}{'' if flag == row.name else f' ({row.name})'} in {source} {row.refused}")
+            if dest == "rollout_num_engines" and s.num_gpus:
+                raise LaunchError(f"{flag} in {source}: on GPUs the trainer starts ROLLOUT_GPUS / "
+                                  "--rollout-num-gpus-per-engine engines; drop it")
+            _, i = take(tokens, i, table.option_nargs(flag))
+
+
+def _wandb(s: Settings, recipe: Recipe) -> tuple[list[str], dict[str, str], str | None]:
+    """Weights & Biases for every recipe: any WANDB_* setting turns it on (WANDB_MODE=disabled turns it
+    off). The key goes to the job's env only (wandb reads WANDB_API_KEY); flags show in `ps`.
+    Returns (trainer flags, job env, the plan's wandb: line)."""
+    w = s.wandb
+    if not w:
+        return [], {}, None
+    if w.get("mode") == "disabled":
+        return [], {}, "wandb: off (WANDB_MODE=disabled)"
+    project = w.get("project") or recipe.name
+    flags = ["--use-wandb", "--wandb-project", project]
+    for key in ("group", "mode"):
+        if w.get(key):
+            flags += [f"--wandb-{key}", w[key]]
+    env = {"WANDB_API_KEY": w["key"]} if w.get("key") else {}
+    key = ("key from WANDB_API_KEY in the job env (not shown)" if w.get("key") else
+           "no WANDB_API_KEY: the job uses this machine's `wandb login`, or set WANDB_MODE=offline")
+    extra = "".join(f", {k} {w[k]}" for k in ("group", "mode") if w.get(k))
+    return flags, env, f"wandb: on (project {project}{extra}; {key})"
+
+
+def _env_line(s: Settings, became: Mapping[str, str]) -> str | None:
+    """Every table env var that is set, with its value (secrets as ***) and what it became."""
+    shown = []
+    for name, value in s.values.items():
+        row = ENV.get(name)
+        if row is None:
+            continue
+        how = s.source(name)
+        text = f"{name}={'***' if name in SECRETS else value}"
+        if how != name:
+            text += f" (from {how})"
+        if name in became:
+            text += f" -> {became[name]}"
+        shown.append(text)
+    return "env: " + "; ".join(shown) if shown else None
+
+
+def _unused_notes(s: Settings, recipe: Recipe, cpu_preset: bool) -> list[str]:
+    """Settings this recipe does not read, said aloud (they are often left exported from another run)."""
+    notes = []
+    for name in s.values:
+        row = ENV.get(name)
+        if row is not None and recipe.name not in row.recipes:
+            notes.append(f"note: {name} is not used by {recipe.name} (it applies to {', '.join(row.recipes)})")
+    if s.values.get("CPU_PRESET_MODEL") and not cpu_preset:
+        notes.append("note: CPU_PRESET_MODEL is not used: MODEL_PATH is set or a GPU is present")
+    if recipe.kind == "live" and s.server_url:
+        for name in ("OPENCLAW_HOST", "OPENCLAW_PORT"):
+            if s.values.get(name):
+                notes.append(f"note: {name} is not used: OPENCLAW_SERVER_URL names the server")
+    return notes
 
 
 def build_plan(recipe_name: str, argv: Sequence[str], env: Mapping[str, str], repo: Path) -> Plan:
-    env = {**env, **_prescan_launcher_flags(argv)}
-    s = Settings.from_env(env, repo)
     recipe = get_recipe(recipe_name)
+    argv, config_raw = config_path(list(argv))
+    overrides: dict[str, tuple[str, str]] = {}
+    config: ConfigFile | None = None
+    if config_raw is not None:
+        # the file is read first: it may name the model, which decides the preset
+        values, _ = read_names(env)
+        caller = Path(values.get("OPENCLAW_CALLER_DIR") or repo)
+        parser = trainer_parser(recipe.provider_args(_flags(env, "METHOD_ARGS")))
+        config = read_config_file(config_raw, caller, recipe.name, parser)
+        overrides.update(config.launcher)
+    overrides.update(_prescan_launcher_flags([*(_flags(env, "REWARD_ARGS") or ()), *argv]))
+    s = Settings.from_env(env, repo, overrides)
     if recipe.env_type and s.get("ENV_TYPE") and s.get("ENV_TYPE") != recipe.env_type:
         raise LaunchError(f"ENV_TYPE={s.get('ENV_TYPE')}, but this script trains ENV_TYPE={recipe.env_type}")
-    messages: list[str] = []
-    page = read_page_env(s, recipe.name, recipe.kind == "live")  # the second page's env vars
+    page = read_page_env(s, recipe.name, recipe.kind == "live")  # env vars that become flags
     if page.gpus_per_node is not None:
         s = _replace(s, num_gpus=page.gpus_per_node)
     named = [f"{n}={v}" for n, v in (("TRAIN_GPUS", s.train_gpus), ("ROLLOUT_GPUS", s.rollout_gpus)) if v]
     if named and s.num_gpus == 0:
         raise LaunchError(f"{' '.join(named)} name GPUs, and there are none here (nvidia-smi -L lists none"
                           f"{'; GPUS_PER_NODE=0' if page.gpus_per_node == 0 else ''}): unset them to run on CPU")
+    _check_paths(s, recipe)
     model_path = s.model_path
     cpu_preset = s.num_gpus == 0 and not model_path
+    messages: list[str] = []
+    label = ""
     if cpu_preset:
         model_path, label = cpu_model(s, recipe)
         s = _replace(s, model_path=model_path)
     elif s.num_gpus == 0:
         messages.append(f"{recipe.name}: no GPU found: serving and training {model_path} on CPU (slow for large models)")
-        label = ""
     elif not model_path:
         raise LaunchError(f"{recipe.name}: {s.num_gpus} GPU(s) found but MODEL_PATH is not set "
                           f"(e.g. export MODEL_PATH=/path/to/qwen3-{s.model_size})")
-    else:
-        label = ""
     assert model_path is not None
     if s.ckpt_save_dir is None:
         s = _replace(s, ckpt_save_dir=(repo / "checkpoints" / recipe.checkpoint_dir_name).resolve())
+    messages += _unused_notes(s, recipe, cpu_preset)
 
-    method_args = list(s.method_args) if s.method_args is not None else recipe.trainer_args(s, cpu_preset)
+    method_args = recipe.method_args(s, cpu_preset)
     running = [SERVER, JUDGE, TRAINER] if recipe.kind == "live" else [TRAINER]
     table = FlagTable()
     table.add_parser(TRAINER, trainer_parser(method_args))
@@ -191,44 +372,62 @@ def build_plan(recipe_name: str, argv: Sequence[str], env: Mapping[str, str], re
     table.add_parser(JUDGE, judge_parser({}))
     # REWARD_ARGS (the second page's script variable: --custom-rm-path, --rm-checkpoint, --reward-aggregation)
     # holds flags of several components, so it is routed like the command line's flags (which come after it).
-    routed = route([*s.reward_args, *argv], table, running)
+    routed = route([*s.reward_args, *argv], table, running, recipe.name)
+    _check_user_trainer_flags(s, recipe, table, config, routed)
 
     launch_tag = uuid.uuid4().hex[:8]
     submission_id = f"{recipe.name}-{launch_tag}"
     job_env: dict[str, str] = {"RAY_AUTH_MODE": s.get("RAY_AUTH_MODE") or "disabled"}
-    if s.api_key:  # every child that calls the server sends it (the trainer runs in the job)
-        job_env["OPENCLAW_API_KEY"] = s.api_key
+    for name in ("OPENCLAW_API_KEY", "HF_TOKEN"):  # secrets reach the job by env only (flags show in `ps`)
+        if s.values.get(name):
+            job_env[name] = s.values[name]
+    wandb_flags, wandb_env, wandb_line = _wandb(s, recipe)
+    job_env.update(wandb_env)
     prepare: list[Command] = []
     server = judge = None
     imports: list[Command] = []
     judge_settings: dict[str, object] = {}
     base_url: str | None = None
     if recipe.kind == "live":
-        trainer, server, judge, imports, base_url, num_gpus_line = _live(s, recipe, cpu_preset, method_args, routed,
-                                                                          job_env)
-        preset = live_preset(s, recipe.name, cpu_preset)
+        trainer, server, judge, imports, base_url, num_gpus_line = _live(s, recipe, method_args, job_env)
         if num_gpus_line:
             messages.append(num_gpus_line)
-        judge_settings = _judge_settings(judge.argv[3:]) if judge else {}
+    else:
+        trainer = _track(s, recipe, method_args, job_env)
+        prepare = [Command("prepare", c) for c in recipe.prepare(s, cpu_preset)]
+    # The server and judge first: the CPU banner names the engine and the judge that will run.
+    judge_line = ""
+    if server is not None:
+        server.argv.extend([*page.server, *(config.server if config else []), *routed.args(SERVER)])
+        server.argv[:] = unique_flags(server.argv, 3, SERVER, table)
+        _check_backend(s, server.argv)
+    if judge is not None:
+        _check_judge_paths(routed.args(JUDGE))
+        judge.argv.extend([*page.judge, *routed.args(JUDGE)])
+        judge.argv[:] = unique_flags(judge.argv, 3, JUDGE, table)
+        judge_settings, judge_line = _judge_settings(s, judge.argv[3:])
+    if recipe.kind == "live":
+        backend = server.argv[server.argv.index("--backend") + 1] if server is not None else ""
+        serving = (f"the running server at {s.server_url}" if server is None else
+                   f"embedded transformers engine (python -m openclaw.server --backend {backend})" if backend == "hf"
+                   else f"python -m openclaw.server --backend {backend}")
+        preset = live_preset(s, recipe.name, cpu_preset, label, serving, judge_line)
     else:
         preset = track_preset(s, recipe.name, cpu_preset, label, _episode_vars(recipe, method_args))
-        trainer = _track(s, recipe, cpu_preset, method_args, routed, job_env)
-        prepare = [Command("prepare", c) for c in recipe.prepare(s, cpu_preset)]
     if preset.banner:
         messages.insert(0, preset.banner)
     if page.drop_preset_lora:
         preset = _replace(preset, lora=())
     trainer[trainer.index("@PRESET@"):trainer.index("@PRESET@") + 1] = _choose(preset, s)
-    # The page's env vars go before the command line's flags: a flag typed there wins (argparse keeps the last).
-    batch, batch_notes = batch_flags(s, trainer)
-    _before_cli(trainer, routed.args(TRAINER), [*page.trainer, *batch])
-    if server is not None:
-        _before_cli(server.argv, routed.args(SERVER), page.server)
-    if judge is not None:
-        _before_cli(judge.argv, routed.args(JUDGE), page.judge)
+    trainer += [*wandb_flags, *s.extra_args, *page.trainer]
+    # the file's keys, then the command line's flags: each replaces what a layer before it set
+    user = [*(config.trainer if config else []), *routed.args(TRAINER)]
+    batch, batch_notes = batch_flags(s, [*trainer, *user])
+    trainer += [*batch, *user]
+    trainer[:] = unique_flags(trainer, 2, TRAINER, table)
     job_env.update(page.job_env)
-    if page.shown or batch_notes:
-        messages.append("page env: " + "; ".join([*page.shown, *batch_notes]))
+    details = [line for line in (_env_line(s, {**page.became, **batch_notes}), config.line() if config else None,
+                                 wandb_line) if line]
     _check_trainer(trainer)
 
     ray_head, temp_dir = None, None
@@ -237,7 +436,7 @@ def build_plan(recipe_name: str, argv: Sequence[str], env: Mapping[str, str], re
     else:
         temp_dir = Path("/tmp") / f"ocl-ray-{launch_tag}"  # short: Ray's unix socket paths are limited
         ray_address = f"http://127.0.0.1:{s.ray_dashboard_port}"
-        head = ["ray", "start", "--head", "--block", "--port", s.get("RAY_PORT") or s.get("RAY_GCS_PORT") or str(free_port()),
+        head = ["ray", "start", "--head", "--block", "--port", s.get("RAY_PORT") or str(free_port()),
                 "--dashboard-host", "127.0.0.1", "--dashboard-port", str(s.ray_dashboard_port),
                 "--include-dashboard", "true", "--num-gpus", str(s.num_gpus), "--disable-usage-stats",
                 # Ray's fixed default ports collide with any other Ray on the machine: all private.
@@ -255,7 +454,7 @@ def build_plan(recipe_name: str, argv: Sequence[str], env: Mapping[str, str], re
                                 "--runtime-env", str(runtime_env_file), "--submission-id", submission_id, "--",
                                 *trainer])
     return Plan(recipe, s, model_path, messages, prepare, server, judge, judge_settings, imports, ray_head,
-                ray_address, temp_dir, submission_id, runtime_env, runtime_env_file, submit, routed, base_url)
+                ray_address, temp_dir, submission_id, runtime_env, runtime_env_file, submit, routed, base_url, details)
 
 
 def _replace(s: Settings | Preset, **changes: object) -> Settings | Preset:
@@ -275,14 +474,9 @@ def _check_trainer(trainer: list[str]) -> None:
         raise LaunchError(f"the trainer refuses its command line: {exc}") from None
 
 
-def _before_cli(argv: list[str], cli: list[str], extra: list[str]) -> None:
-    """Insert `extra` just before the command line's own flags (the tail of argv)."""
-    at = len(argv) - len(cli)
-    argv[at:at] = extra
-
-
-def _live(s: Settings, recipe: Recipe, cpu_preset: bool, method_args: list[str], routed: Routed,
+def _live(s: Settings, recipe: Recipe, method_args: list[str],
           job_env: dict[str, str]) -> tuple[list[str], Command | None, Command, list[Command], str, str]:
+    """The launcher's own values of the live run's commands (the layers after them come in build_plan)."""
     assert s.model_path is not None
     buf = str(s.rl_buffer_dir)
     note = ""
@@ -294,8 +488,8 @@ def _live(s: Settings, recipe: Recipe, cpu_preset: bool, method_args: list[str],
     else:
         backend, n_train, server_env = "hf", 1, {}
         job_env["CUDA_VISIBLE_DEVICES"] = ""
-    # The personal agent gates what it serves (issue 12): a pushed version is served only after
-    # the canary passes; OPENCLAW_PROMOTION_GATE=0 turns it off. The dashboard plots the trainer's log.
+    # The personal agent gates what it serves: a pushed version is served only after the canary
+    # passes; OPENCLAW_PROMOTION_GATE=0 turns it off. The dashboard plots the trainer's log.
     server_env = {**server_env, "OPENCLAW_PROMOTION_GATE": s.get("OPENCLAW_PROMOTION_GATE") or "1",
                   "OPENCLAW_CONTROL_DIR": s.get("OPENCLAW_CONTROL_DIR") or str(s.log_dir / "weight-versions"),
                   "OPENCLAW_TRAIN_LOG_DIR": str(s.log_dir)}
@@ -305,16 +499,10 @@ def _live(s: Settings, recipe: Recipe, cpu_preset: bool, method_args: list[str],
     else:
         server = Command(SERVER, [s.python, "-m", "openclaw.server", "--model-path", s.model_path, "--backend", backend,
                                   "--host", s.host, "--port", str(s.port), "--enable-rl-intercept",
-                                  "--rl-buffer-dir", buf, *routed.args(SERVER)],
-                         env=server_env, log=s.log_dir / "server.log")
+                                  "--rl-buffer-dir", buf], env=server_env, log=s.log_dir / "server.log")
         host = "127.0.0.1" if s.host in ("0.0.0.0", "::", "") else s.host
         base_url = f"http://{host}:{s.port}"
-    judge_argv = [s.python, "-m", "openclaw.judge", "--rl-buffer-dir", buf]
-    for flag, value in (("--num-judge-workers", s.num_judge_workers), ("--majority-vote-n", s.majority_vote_n),
-                        ("--majority-vote-threshold", s.majority_vote_threshold), ("--prm-model-path", s.prm_model_path)):
-        if value:
-            judge_argv += [flag, value]
-    judge = Command(JUDGE, [*judge_argv, *routed.args(JUDGE)], log=s.log_dir / "judge.log")
+    judge = Command(JUDGE, [s.python, "-m", "openclaw.judge", "--rl-buffer-dir", buf], log=s.log_dir / "judge.log")
     # DATA_PATH: files or folders of session files; the offline importer keeps session ids, imports a
     # file once, and prints each turn that will not train with its reason.
     data_paths = [s.abspath(f) for f in (s.data_path or "").split()]
@@ -326,18 +514,8 @@ def _live(s: Settings, recipe: Recipe, cpu_preset: bool, method_args: list[str],
                "--rl-buffer-dir", buf, "--num-rollout", s.num_rollout or LIVE_NUM_ROLLOUT, "--use-rollout-logprobs",
                "--log-dir", str(s.log_dir), "--no-progress-bar",  # the launcher shows live progress instead
                *method_args, "@PRESET@"]
-    if s.buffer_wait_timeout:
-        trainer += ["--buffer-wait-timeout", s.buffer_wait_timeout]
     if s.resume_ckpt:
         trainer += ["--resume-from-checkpoint", str(s.resume_ckpt)]
-    if s.wandb.get("project"):
-        trainer += ["--use-wandb", "--wandb-project", s.wandb["project"]]
-        for key in ("group", "mode"):
-            if s.wandb.get(key):
-                trainer += [f"--wandb-{key}", s.wandb[key]]
-        if s.wandb.get("key"):
-            job_env["WANDB_API_KEY"] = s.wandb["key"]  # an env var, never a flag (flags show in `ps`)
-    trainer += [*s.extra_args, *routed.args(TRAINER)]
     return trainer, server, judge, imports, base_url, note
 
 
@@ -349,8 +527,8 @@ def _episode_vars(recipe: Recipe, method_args: list[str]) -> dict[str, str]:
             "NUM_ROLLOUT": value("--num-rollout")}
 
 
-def _track(s: Settings, recipe: Recipe, cpu_preset: bool, method_args: list[str], routed: Routed,
-           job_env: dict[str, str]) -> list[str]:
+def _track(s: Settings, recipe: Recipe, method_args: list[str], job_env: dict[str, str]) -> list[str]:
+    """The launcher's own values of a track's trainer command (the layers after them come in build_plan)."""
     assert s.model_path is not None
     cluster: list[str] = []
     if s.train_gpus:
@@ -364,8 +542,7 @@ def _track(s: Settings, recipe: Recipe, cpu_preset: bool, method_args: list[str]
         if flag in method_args:
             job_env[var] = method_args[method_args.index(flag) + 1]
     return ["python", "slime/train.py", "--hf-checkpoint", s.model_path, *method_args,
-            "--save", str(s.ckpt_save_dir), "--log-dir", str(s.log_dir), "@PRESET@", *cluster,
-            *s.extra_args, *routed.args(TRAINER)]
+            "--save", str(s.ckpt_save_dir), "--log-dir", str(s.log_dir), "@PRESET@", *cluster]
 
 
 def env_for_children(env: Mapping[str, str]) -> dict[str, str]:

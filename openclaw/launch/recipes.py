@@ -13,7 +13,7 @@ A new method or track adds an entry to RECIPES and a two-line run script; see RE
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +41,7 @@ class Recipe:
     folder: str
     kind: str  # "live" | "track"
     summary: str
+    provider: str  # the method's flags (--extra-args-provider-path): declares what its trainer accepts
     trainer_args: Callable[[Settings, bool], list[str]]  # (settings, cpu_preset)
     # track only: commands that make the prompt data (run in dry runs too: they only write data)
     prepare: Callable[[Settings, bool], list[list[str]]] = lambda s, cpu: []
@@ -53,44 +54,51 @@ class Recipe:
     def checkpoint_dir_name(self) -> str:
         return self.ckpt_name or self.name
 
+    def method_args(self, s: Settings, cpu_preset: bool) -> list[str]:
+        """The method's trainer flags; METHOD_ARGS, when set, replaces them whole."""
+        if s.method_args is not None:
+            return list(s.method_args)
+        return ["--extra-args-provider-path", self.provider, *self.trainer_args(s, cpu_preset)]
+
+    def provider_args(self, method_args: Sequence[str] | None) -> list[str]:
+        """Just the flags that pick the trainer's parser (its method provider), METHOD_ARGS' if given."""
+        source = list(method_args) if method_args is not None else ["--extra-args-provider-path", self.provider]
+        at = [i for i, tok in enumerate(source) if tok == "--extra-args-provider-path"]
+        return [tok for i in at for tok in source[i:i + 2]]
+
 
 # ---- live methods -----------------------------------------------------------------------------
 
 def _rl(s: Settings, cpu: bool) -> list[str]:
     # Live turns are single responses: each rollout's turns form one GRPO group (baseline = their
     # mean score, openclaw-rl/README.md).
-    return ["--extra-args-provider-path", "openclaw-rl/openclaw_rl_args.py",
-            "--rollout-function-path", RL_ROLLOUT,
+    return ["--rollout-function-path", RL_ROLLOUT,
             "--advantage-estimator", "grpo", "--disable-grpo-std-normalization", "--eps-clip", "0.2"]
 
 
 def _opd(s: Settings, cpu: bool) -> list[str]:
-    return ["--extra-args-provider-path", "openclaw-opd/openclaw_opd_args.py",
-            "--rollout-function-path", "openclaw-opd/openclaw_opd_rollout.py:generate_rollout",
+    return ["--rollout-function-path", "openclaw-opd/openclaw_opd_rollout.py:generate_rollout",
             "--advantage-estimator", "on_policy_distillation", "--opd-kl-coef", "1.0", "--eps-clip", "0.2"]
 
 
 def _opd_topk(s: Settings, cpu: bool) -> list[str]:
-    return ["--extra-args-provider-path", "openclaw-opd/openclaw_opd_args.py",
-            "--rollout-function-path", "openclaw-opd/openclaw_opd_rollout.py:generate_rollout",
+    return ["--rollout-function-path", "openclaw-opd/openclaw_opd_rollout.py:generate_rollout",
             "--advantage-estimator", "on_policy_distillation", "--opd-topk", s.get("OPD_TOPK") or "16",
             "--custom-loss-function-path", "openclaw-opd/topk_distillation_loss.py:topk_distillation_loss"]
 
 
 def _combine(s: Settings, cpu: bool) -> list[str]:
-    # Weights: OPENCLAW_COMBINE_W_OPD / _W_RL reach the method's provider through its own env
-    # defaults; the flags are passed only when set, so the provider's default is the one default.
-    args = ["--extra-args-provider-path", "openclaw-combine/openclaw_combine_args.py",
-            "--rollout-function-path", "openclaw-combine/openclaw_combine_rollout.py:generate_rollout",
+    # Weights: OPENCLAW_COMBINE_W_OPD / _W_RL are names.py passthroughs, given only when set, so
+    # the provider's default is the one default.
+    return ["--rollout-function-path", "openclaw-combine/openclaw_combine_rollout.py:generate_rollout",
             "--custom-loss-function-path", "openclaw-combine/combine_loss.py:combine_loss",
             "--advantage-estimator", "grpo", "--disable-grpo-std-normalization", "--eps-clip", "0.2"]
-    for var, flag in (("OPENCLAW_COMBINE_W_OPD", "--openclaw-combine-w-opd"), ("OPENCLAW_COMBINE_W_RL", "--openclaw-combine-w-rl")):
-        if s.get(var):
-            args += [flag, s.get(var) or ""]
-    return args
 
 
-def live_preset(s: Settings, name: str, cpu_preset: bool) -> Preset:
+def live_preset(s: Settings, name: str, cpu_preset: bool, model_label: str = "", serving: str = "",
+                judge: str = "") -> Preset:
+    """The live methods' presets; the CPU banner names the model, the server's engine and the judge
+    this plan runs (`serving`, `judge`: built from the plan's own commands)."""
     ckpt = ("--save-dir", str(s.ckpt_save_dir))
     if cpu_preset:
         # 8 live turns per step, one GRPO group (baseline = their mean score; openclaw-rl/README.md)
@@ -100,9 +108,9 @@ def live_preset(s: Settings, name: str, cpu_preset: bool) -> Preset:
             lora=("--use-lora", "--lora-rank", "16", "--lora-alpha", "32", "--lora-target-modules", "all-linear"),
             ckpt=("--save-interval", "10", *ckpt),
             banner=(f"{'=' * 78}\n {name}: no GPU and no MODEL_PATH -> embedded CPU preset\n"
-                    f"   model   : SmolLM2-135M-Instruct ({s.model_path})\n"
-                    "   serving : embedded transformers engine (python -m openclaw.server --backend hf)\n"
-                    "   judge   : CPU judge (embeddings + trained head)\n"
+                    f"   model   : {CPU_MODEL_LABELS.get(model_label, model_label)} ({s.model_path})\n"
+                    f"   serving : {serving}\n"
+                    f"   judge   : {judge}\n"
                     "   training: slime FSDP on CPU, LoRA\n"
                     f" Set MODEL_PATH (and use GPUs) for the {s.model_size} setup.\n{'=' * 78}"),
         )
@@ -156,28 +164,34 @@ ROLLOUT_ENGINE = ["--rollout-engine-command", "python -m openclaw.engines.serve 
 
 
 def _episodes(s: Settings, cpu: bool, plugin: str, steps: tuple[str, str], envs: tuple[str, str]) -> list[str]:
-    """What every sandboxed track shares: its generate plugin (which also declares the track's flags),
+    """What every sandboxed track shares: its generate plugin (also its flags' provider, Recipe.provider),
     the episode shape ((CPU preset, GPU) defaults of MAX_STEPS / PARALLEL_ENVS) and the run length."""
-    return ["--custom-generate-function-path", plugin, "--extra-args-provider-path", plugin, *ROLLOUT_ENGINE,
+    return ["--custom-generate-function-path", plugin, *ROLLOUT_ENGINE,
             "--max-steps", track_value(s, "MAX_STEPS", *steps, cpu),
             "--parallel-envs", track_value(s, "PARALLEL_ENVS", *envs, cpu),
             "--sandbox", s.get("SANDBOX") or "bwrap",
             "--num-rollout", track_value(s, "NUM_ROLLOUT", "2", "200", cpu)]
 
 
+def _tasks(s: Settings) -> str:
+    tasks = s.abspath(s.get("TASKS_PATH") or "terminal-rl/tasks")
+    if not Path(tasks).is_dir():
+        raise LaunchError(f"TASKS_PATH={s.get('TASKS_PATH')} does not exist (a folder of terminal tasks, as "
+                          "terminal-rl/tasks)")
+    return tasks
+
+
 def _terminal(s: Settings, cpu: bool) -> list[str]:
     data = s.abspath(s.get("DATA_PATH") or "terminal-rl/data/train.jsonl")
     return [*_prompts(data), *_episodes(s, cpu, "terminal-rl/terminal_generate.py", ("4", "20"), ("4", "32")),
-            "--prm-step-coef", s.get("PRM_STEP_COEF") or "0",
-            "--terminal-tasks", s.abspath(s.get("TASKS_PATH") or "terminal-rl/tasks")]
+            "--prm-step-coef", s.get("PRM_STEP_COEF") or "0", "--terminal-tasks", _tasks(s)]
 
 
 def _terminal_prepare(s: Settings, cpu: bool) -> list[list[str]]:
     data = Path(s.abspath(s.get("DATA_PATH") or "terminal-rl/data/train.jsonl"))
     if data.is_file():
         return []
-    return [[s.python, "terminal-rl/prepare_data.py", "--tasks", s.get("TASKS_PATH") or "terminal-rl/tasks",
-             "--out", str(data)]]
+    return [[s.python, "terminal-rl/prepare_data.py", "--tasks", _tasks(s), "--out", str(data)]]
 
 
 def _toolcall_paths(s: Settings) -> tuple[Path, Path]:
@@ -197,7 +211,10 @@ def _toolcall(s: Settings, cpu: bool) -> list[str]:
 
 def _toolcall_prepare(s: Settings, cpu: bool) -> list[list[str]]:
     _, data = _toolcall_paths(s)
-    if (data / "train.jsonl").is_file() and (data / "eval.jsonl").is_file():
+    # TRAIN_SIZE / EVAL_LIMIT size the prepared files: when one is set the files are made again (the
+    # problems are seeded), so the value given is the value trained with, not the last run's
+    sized = s.get("TRAIN_SIZE") or s.get("EVAL_LIMIT")
+    if (data / "train.jsonl").is_file() and (data / "eval.jsonl").is_file() and not sized:
         return []
     return [[s.python, "toolcall-rl/prepare_data.py", "--train-size", s.get("TRAIN_SIZE") or "512",
              "--eval-limit", track_value(s, "EVAL_LIMIT", "8", "200", cpu), "--out-dir", str(data)]]
@@ -231,7 +248,7 @@ def _swe_prepare(s: Settings, cpu: bool) -> list[list[str]]:
 def _gui(s: Settings, cpu: bool) -> list[str]:
     plugin = "gui-rl/gui_generate.py"  # browsers, not the bubblewrap sandbox: no --sandbox flag
     return [*_prompts(s.abspath(s.get("DATA_PATH") or "gui-rl/data/train.jsonl")),
-            "--custom-generate-function-path", plugin, "--extra-args-provider-path", plugin, *ROLLOUT_ENGINE,
+            "--custom-generate-function-path", plugin, *ROLLOUT_ENGINE,
             "--max-steps", track_value(s, "MAX_STEPS", "2", "6", cpu),
             "--parallel-envs", track_value(s, "PARALLEL_ENVS", "2", "16", cpu),
             "--screenshot-backend", s.get("SCREENSHOT_BACKEND") or "playwright",
@@ -252,20 +269,28 @@ def _track_env(*names: str) -> Callable[[Settings], dict[str, str]]:
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
-    Recipe("openclaw-rl", "openclaw-rl", "live", "Binary RL (GRPO, judge score as reward)", _rl),
-    Recipe("openclaw-opd", "openclaw-opd", "live", "on-policy distillation from the hinted teacher", _opd),
-    Recipe("openclaw-opd-topk", "openclaw-opd", "live", "OPD, top-k distillation loss (OPD_TOPK)", _opd_topk),
-    Recipe("openclaw-combine", "openclaw-combine", "live", "Binary RL + OPD (recommended)", _combine),
-    Recipe("terminal-rl", "terminal-rl", "track", "terminal agent in a bubblewrap sandbox", _terminal,
+    Recipe("openclaw-rl", "openclaw-rl", "live", "Binary RL (GRPO, judge score as reward)",
+           "openclaw-rl/openclaw_rl_args.py", _rl),
+    Recipe("openclaw-opd", "openclaw-opd", "live", "on-policy distillation from the hinted teacher",
+           "openclaw-opd/openclaw_opd_args.py", _opd),
+    Recipe("openclaw-opd-topk", "openclaw-opd", "live", "OPD, top-k distillation loss (OPD_TOPK)",
+           "openclaw-opd/openclaw_opd_args.py", _opd_topk),
+    Recipe("openclaw-combine", "openclaw-combine", "live", "Binary RL + OPD (recommended)",
+           "openclaw-combine/openclaw_combine_args.py", _combine),
+    Recipe("terminal-rl", "terminal-rl", "track", "terminal agent in a bubblewrap sandbox",
+           "terminal-rl/terminal_generate.py", _terminal,
            prepare=_terminal_prepare, job_env=_track_env("MAX_STEPS", "PARALLEL_ENVS"), env_type="terminal"),
-    Recipe("toolcall-rl", "toolcall-rl", "track", "tool-call RL (python + calculator, GSM8K eval)", _toolcall,
+    Recipe("toolcall-rl", "toolcall-rl", "track", "tool-call RL (python + calculator, GSM8K eval)",
+           "toolcall-rl/toolcall_generate.py", _toolcall,
            prepare=_toolcall_prepare, job_env=_track_env("MAX_STEPS", "PARALLEL_ENVS", "TOOLS_CONFIG"),
            env_type="toolcall"),
-    Recipe("swe-rl", "swe-rl", "track", "SWE agent on real projects' bugs, scored by their own tests", _swe,
+    Recipe("swe-rl", "swe-rl", "track", "SWE agent on real projects' bugs, scored by their own tests",
+           "swe-rl/swe_generate.py", _swe,
            prepare=_swe_prepare, job_env=_track_env("MAX_STEPS", "PARALLEL_ENVS", "SWE_BENCH_PATH", "SWE_BENCH_REPOS",
                                                     "OPENCLAW_SWE_CACHE"),
            env_type="swe"),
-    Recipe("gui-rl", "gui-rl", "track", "GUI agent on MiniWoB++ pages in headless Chromium", _gui,
+    Recipe("gui-rl", "gui-rl", "track", "GUI agent on MiniWoB++ pages in headless Chromium",
+           "gui-rl/gui_generate.py", _gui,
            prepare=_gui_prepare, job_env=_track_env("MAX_STEPS", "PARALLEL_ENVS", "SCREENSHOT_BACKEND"),
            env_type="gui"),
 )}
@@ -278,11 +303,14 @@ def get_recipe(name: str) -> Recipe:
         raise LaunchError(f"unknown recipe {name!r}; known: {', '.join(sorted(RECIPES))}") from None
 
 
+CPU_MODEL_LABELS = {"smollm2": "SmolLM2-135M-Instruct", "tiny": "a tiny random Qwen3 (CPU_PRESET_MODEL=tiny)"}
+
+
 def cpu_model(s: Settings, recipe: Recipe) -> tuple[str, str]:
-    """The model of the embedded CPU preset: (folder, label). Tracks may pick the tiny test model."""
+    """The model of the embedded CPU preset: (folder, label); CPU_PRESET_MODEL=tiny picks the test model."""
     from openclaw.models import build_tiny_model, default_model_path
 
-    choice = (s.get("CPU_PRESET_MODEL") or "smollm2") if recipe.kind == "track" else "smollm2"
+    choice = s.get("CPU_PRESET_MODEL") or "smollm2"
     if choice == "smollm2":
         return default_model_path(), choice
     if choice == "tiny":
