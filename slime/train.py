@@ -33,7 +33,7 @@ def train(run: Run) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        cfg = parse_config(argv)
+        cfg = parse_config(argv, check_files=True)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {page}", file=sys.stderr)
         return 2
     try:
-        cfg = parse_config(argv)
+        cfg = parse_config(argv, check_files=True)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         tr = torchrun_env()
-        cfg = parse_config(argv)
+        cfg = parse_config(argv, check_files=True)
         cfg = cfg.with_overrides(actor_num_nodes=tr.num_nodes, actor_num_gpus_per_node=tr.local_world_size)
         rank_cfg, model_path, state_dir = rank_inputs(cfg)
     except (ConfigError, RuntimeError, ValueError) as exc:

@@ -93,6 +93,8 @@ def test_the_page_example_is_refused_key_by_key_with_reasons(tmp_path):
         ("evaluation.judge_model", "judge setting", "  judge_model: gpt-4\n"),
         ("evaluation.majority_voting", "judge setting", "  majority_voting: true\n"),
         ("evaluation.num_judges", "judge setting", "  num_judges: 3\n"),
+        # Evaluation needs something to evaluate on: the page's example names no eval data.
+        ("evaluation.eval_frequency", "--eval-prompt-data", "  eval_frequency: 100\n"),
     ]
     for key, reason, line in expected:  # each refusal names its key; remove the line and go on
         message = _error(tmp_path, text)
@@ -103,7 +105,7 @@ def test_the_page_example_is_refused_key_by_key_with_reasons(tmp_path):
     yml.write_text(text)
     cfg = parse_config(["--config", str(yml), *COMBINE], env=NO_ENV)  # what is left is accepted
     assert cfg.rollout.hf_checkpoint == "/path/to/checkpoint" and cfg.cluster.rollout_num_engines == 4
-    assert cfg.data.eval_interval == 100
+    assert cfg.data.eval_interval is None
 
 
 def test_unknown_keys_and_wrong_methods_name_the_key(tmp_path):

@@ -200,8 +200,12 @@ NAMES: tuple[Name, ...] = (
          to=("trainer", "--rollout-num-engines"), recipes=TRACKS),
     Name("rollout.num_workers", "the live engine", kind="key", recipes=LIVE,
          refused=f"does not apply: {_ENGINE_IS_SERVER}, so the trainer starts no engines; drop it"),
-    Name("evaluation.eval_frequency", "trainer --eval-interval", kind="key", to=("trainer", "--eval-interval"),
-         recipes=TRACKS),
+    Name("evaluation.eval_frequency", "trainer --eval-interval (on the recipe's GSM8K eval set)", kind="key",
+         to=("trainer", "--eval-interval"), recipes=("toolcall-rl",)),
+    Name("evaluation.eval_frequency", "evaluation during a track's training", kind="key",
+         recipes=tuple(t for t in TRACKS if t != "toolcall-rl"),
+         refused="does not apply: this track's training run has no evaluation set; evaluate a checkpoint with "
+                 "the track's run_*_agent.sh"),
     Name("evaluation.eval_frequency", "live evaluation", kind="key", recipes=LIVE,
          refused="does not apply: the live methods train on users' sessions and have no evaluation set; evaluate "
                  "checkpoints with openclaw-test/run_eval.sh"),

@@ -5,7 +5,7 @@ the same parts in this process, against engines that are already serving), then 
 
     samples, metrics = collect_rollout(run, rollout_id)     # rollout + its data-source state
     metrics.update(run.train_on(rollout_id, samples))       # train
-    finish_step(run, rollout_id, metrics, timer)            # push weights, report, save, log (when due)
+    finish_step(run, rollout_id, metrics, timer)            # push weights, report, save, evaluate, log (when due)
 
 and `run.shutdown()` tears down what was started. The rollout manager is a Ray actor in `setup`
 and a plain object in `setup_local`; `call`/`resolve` hide the difference.
@@ -59,6 +59,9 @@ def absolutize(cfg: Any) -> Any:
             file_part = file_part + ".py" if sep else file_part
             if os.path.isfile(file_part):
                 changes[name] = os.path.abspath(file_part) + (f":{attr}" if sep else "")
+    evals = flat.get("eval_prompt_data")
+    if evals:  # NAME PATH pairs: only the paths
+        changes["eval_prompt_data"] = tuple(v if i % 2 == 0 else os.path.abspath(v) for i, v in enumerate(evals))
     return cfg.with_overrides(**changes) if changes else cfg
 
 
@@ -189,6 +192,17 @@ class Run:
             self.train.save_hf(target)
         log.info("saved %s in %.1fs", final, time.perf_counter() - t0)
         return final
+
+    def should_evaluate(self, rollout_id: int) -> bool:
+        interval = self.cfg.data.eval_interval
+        last = rollout_id == self.num_rollout - 1
+        return interval is not None and ((rollout_id + 1) % interval == 0 or last)
+
+    def evaluate(self, rollout_id: int) -> dict[str, float]:
+        """Score the engines' current weights on --eval-prompt-data (the rollout manager runs the
+        eval function); returns the `eval/<name>/...` metrics. Nothing of it is trained on."""
+        self.before_rollout()  # colocated: the engines generate, the trainer makes room
+        return dict(resolve(call(self.rollout, "evaluate", rollout_id)))
 
     def should_save(self, rollout_id: int) -> bool:
         c = self.cfg.checkpoint
@@ -368,6 +382,9 @@ class RolloutManagerActor:
     def num_prompts(self) -> int:
         return self.m.num_prompts()
 
+    def evaluate(self, rollout_id: int) -> dict[str, float]:
+        return self.m.evaluate(rollout_id)
+
     def generate_with_state(self, rollout_id: int):
         samples, metrics = self.m.generate(rollout_id)
         ds = self.m.data_source
@@ -428,8 +445,11 @@ def collect_rollout(run: Run, rollout_id: int, ref: Any = None) -> tuple[list[Sa
 def finish_step(run: Run, rollout_id: int, metrics: dict[str, Any], timer: Any, *, sync: bool = True) -> None:
     """The tail of every step: push weights (every --update-weights-interval), tell the data
     source what was trained into which version (`Run.report_trained`), save (every
-    --save-interval and at the end), log."""
-    synced = sync and run.weights.due(rollout_id)
+    --save-interval and at the end), evaluate (every --eval-interval and at the end), log."""
+    evaluate = run.should_evaluate(rollout_id)
+    # An evaluation scores the weights just trained: its step pushes them even when
+    # --update-weights-interval would not.
+    synced = sync and (run.weights.due(rollout_id) or evaluate)
     if synced:
         with timer("weight_sync"):
             run.sync_weights()
@@ -438,6 +458,9 @@ def finish_step(run: Run, rollout_id: int, metrics: dict[str, Any], timer: Any, 
     if run.should_save(rollout_id):
         with timer("save"):
             run.save(rollout_id)
+    if evaluate:
+        with timer("eval"):
+            metrics.update(run.evaluate(rollout_id))
     log_step(run, rollout_id, metrics, timer)
 
 

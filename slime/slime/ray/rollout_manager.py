@@ -56,6 +56,9 @@ class RolloutManager:
         if data_source_state and self.data_source is not None:
             self.data_source.load_state_dict(data_source_state)
         self.urls: list[str] = []
+        # Loaded now, so that an unreadable eval file or an eval function that cannot evaluate stops
+        # the run at setup, not at its first evaluation step.
+        self.eval_source, self.eval_fn = self._make_evaluation()
 
     # ------------------------------------------------------------------ engines
     def start_engines(self, gpu_ids: list[str] | None = None) -> list[str]:
@@ -116,8 +119,6 @@ class RolloutManager:
 
     # ------------------------------------------------------------------ data
     def _make_data_source(self):
-        from slime.backends.fsdp.model import load_tokenizer
-
         path = getattr(self.args, "data_source_path", None)
         if path:
             from slime.utils.plugins import load_plugin
@@ -128,8 +129,20 @@ class RolloutManager:
             return None
         from slime.rollout.data_source import DataSourceConfig, RolloutDataSource
 
-        tok = load_tokenizer(self.model_path) if getattr(self.args, "apply_chat_template", False) else None
-        return RolloutDataSource(DataSourceConfig.from_args(self.args), tok)
+        return RolloutDataSource(DataSourceConfig.from_args(self.args), self._prompt_tokenizer())
+
+    def _prompt_tokenizer(self) -> Any:
+        from slime.backends.fsdp.model import load_tokenizer
+
+        return load_tokenizer(self.model_path) if getattr(self.args, "apply_chat_template", False) else None
+
+    def _make_evaluation(self) -> tuple[Any, Any]:
+        from slime.rollout.data_source import EvalDataSource
+        from slime.rollout.evaluation import load_eval_fn
+
+        if not getattr(self.args, "eval_prompt_data", None):
+            return None, None
+        return EvalDataSource.from_args(self.args, self._prompt_tokenizer()), load_eval_fn(self.args)
 
     def num_prompts(self) -> int:
         return len(getattr(self.data_source, "prompts", []) or [])
@@ -167,6 +180,17 @@ class RolloutManager:
         if save:
             save_rollout_data(save, rollout_id, samples)
         return samples, metrics
+
+    def evaluate(self, rollout_id: int) -> dict[str, float]:
+        """Run the eval function on the eval datasets with the engines' current weights; returns
+        `eval/<name>/reward` and `eval/<name>/samples` (the samples stay here: never trained on)."""
+        from slime.rollout.evaluation import eval_metrics
+
+        if self.eval_fn is None:
+            raise ValueError("evaluation needs --eval-prompt-data NAME PATH and --eval-interval N")
+        out = self.eval_fn(rollout_id, self.eval_source)
+        reward_key = getattr(self.args, "eval_reward_key", None) or getattr(self.args, "reward_key", None)
+        return eval_metrics(out, self.eval_source.names, reward_key)
 
     # ------------------------------------------------------------------ weights
     def update_weights(self, model_path: str, version: int) -> int:

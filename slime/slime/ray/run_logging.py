@@ -27,7 +27,8 @@ class RunLogger:
             return
         done = step + 1 - self.start
         eta = (time.monotonic() - self.t0) / max(1, done) * max(0, self.total - step - 1)
-        parts = " ".join(f"{k}={float(metrics[k]):.4g}" for k in _LINE_KEYS if k in metrics)
+        keys = [k for k in _LINE_KEYS if k in metrics] + sorted(k for k in metrics if _is_eval_reward(k))
+        parts = " ".join(f"{k}={float(metrics[k]):.4g}" for k in keys)
         print(f"[rollout {step + 1}/{self.total} eta {int(eta)}s] {parts}", file=sys.stderr, flush=True)
 
     def info(self, message: str, *args: Any) -> None:
@@ -35,3 +36,7 @@ class RunLogger:
 
     def close(self) -> None:
         self.metrics.close()
+
+
+def _is_eval_reward(key: str) -> bool:
+    return key.startswith("eval/") and key.endswith("/reward")

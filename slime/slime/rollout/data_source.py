@@ -7,8 +7,10 @@ continues with exactly the prompts that come next: nothing is trained twice or s
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,12 +31,13 @@ class DataSourceConfig:
     n_samples_per_prompt: int = 1
 
     @classmethod
-    def from_args(cls, args: Any) -> DataSourceConfig:
+    def from_args(cls, args: Any, prompt_data: str | None = None) -> DataSourceConfig:
+        """The reader's settings from the flags; `prompt_data` reads another file the same way."""
         def get(name: str, default: Any) -> Any:
             value = getattr(args, name, None)
             return default if value is None else value
 
-        path = get("prompt_data", None)
+        path = prompt_data or get("prompt_data", None)
         if not path:
             raise ValueError("--prompt-data is required for the default data source")
         return cls(prompt_data=str(path), input_key=get("input_key", "input"), label_key=get("label_key", None),
@@ -137,3 +140,57 @@ class RolloutDataSource:
 
     def load(self, state: dict[str, int]) -> None:
         self.load_state_dict(state)
+
+
+def eval_datasets(values: Sequence[str] | None) -> list[tuple[str, str]]:
+    """--eval-prompt-data NAME PATH [NAME PATH ...] -> [(name, path), ...] (checked at parse time)."""
+    items = [str(v) for v in values or ()]
+    return list(zip(items[0::2], items[1::2], strict=True))
+
+
+class EvalDataSource:
+    """The --eval-prompt-data sets, each read once with the training prompts' reader and keys. An
+    evaluation takes fresh copies of every prompt (`groups(name)`), so it never moves the training
+    data's position; its samples carry no index (`Sample.index` is what training records)."""
+
+    def __init__(self, datasets: Sequence[tuple[str, str]], cfg: DataSourceConfig, tokenizer: Any = None) -> None:
+        self.cfg = cfg
+        self.datasets: dict[str, list[Sample]] = {}
+        for name, path in datasets:
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"--eval-prompt-data {name} {path}: no such file")
+            try:
+                self.datasets[name] = load_prompts(dataclasses.replace(cfg, prompt_data=path), tokenizer)
+            except ValueError as exc:  # the reader's messages name the file; say which flag read it
+                raise ValueError(f"--eval-prompt-data {name}: {exc}") from None
+
+    @classmethod
+    def from_args(cls, args: Any, tokenizer: Any = None) -> EvalDataSource | None:
+        pairs = eval_datasets(getattr(args, "eval_prompt_data", None))
+        if not pairs:
+            return None
+        cfg = dataclasses.replace(DataSourceConfig.from_args(args, prompt_data=pairs[0][1]), rollout_shuffle=False,
+                                  n_samples_per_prompt=int(getattr(args, "n_samples_per_eval_prompt", 1) or 1))
+        return cls(pairs, cfg, tokenizer)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.datasets)
+
+    def groups(self, name: str) -> list[list[Sample]]:
+        """Every prompt of dataset `name`, n_samples_per_eval_prompt fresh Samples each."""
+        groups = []
+        for i, base in enumerate(self.datasets[name]):
+            group = []
+            for _ in range(self.cfg.n_samples_per_prompt):
+                s = copy.deepcopy(base)
+                s.group_index = i
+                s.metadata = dict(s.metadata, prompt_index=i, eval_dataset=name)
+                group.append(s)
+            groups.append(group)
+        return groups
+
+    def get_samples(self, num_prompts: int) -> list[list[Sample]]:
+        # A rollout function that ignores `evaluation` would train-style draw batches from here.
+        raise TypeError("this is the evaluation data: take data_source.groups(name) for each name in "
+                        "data_source.names and return RolloutFnEvalOutput")

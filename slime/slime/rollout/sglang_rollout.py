@@ -4,7 +4,8 @@ prompts from the data source -> engine `/generate` (n samples per prompt, all re
 at once, groups spread round-robin over the engines) -> Samples with tokens, response_length,
 loss_mask, rollout_log_probs (1:1 with response tokens) and weight_version -> reward via
 `--rm-type` / `--custom-rm-path` -> optional group filter (`--dynamic-sampling-filter-path`),
-topping up with fresh prompts until `rollout_batch_size` groups are kept.
+topping up with fresh prompts until `rollout_batch_size` groups are kept. With `evaluation=True`
+(slime.rollout.evaluation): every prompt of the eval datasets, with the eval sampling settings.
 
 Engine addresses come from `args.rollout_engine_urls` (set by the rollout manager), else
 `args.sglang_router_ip/port` (slime's router address).
@@ -17,7 +18,7 @@ import logging
 import time
 from typing import Any
 
-from slime.rollout.base_types import DynamicFilterOutput, RolloutFnTrainOutput
+from slime.rollout.base_types import DynamicFilterOutput, RolloutFnEvalOutput, RolloutFnTrainOutput
 from slime.rollout.engine_io import EngineClients, sampling_params_from_args
 from slime.rollout.rm import batched_async_rm
 from slime.utils.types import Sample
@@ -108,7 +109,7 @@ async def generate_rollout_async(args: Any, rollout_id: int, data_source: Any, c
     tokenizer = _tokenizer(args)
     custom_generate = load_optional(args, "custom_generate_function_path", "generate")
     filter_fn = load_optional(args, "dynamic_sampling_filter_path", "filter")
-    sampling_params = sampling_params_from_args(args)
+    sampling_params = sampling_params_from_args(args, evaluation)
     target = int(args.rollout_batch_size)
     batch = int(getattr(args, "over_sampling_batch_size", None) or target)
     kept: list[list[Sample]] = []
@@ -173,11 +174,39 @@ def reward_value(args: Any, sample: Sample) -> float:
     return extract_reward(sample.reward, getattr(args, "reward_key", None))
 
 
-def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> RolloutFnTrainOutput:
-    """slime's contract: fn(args, rollout_id, data_source, evaluation=False)."""
-    async def run() -> RolloutFnTrainOutput:
+async def eval_rollout_async(args: Any, data_source: Any, clients: EngineClients) -> RolloutFnEvalOutput:
+    """Every prompt of every eval dataset (`data_source`: slime.rollout.data_source.EvalDataSource),
+    all in flight at once, with the eval sampling settings; no dynamic filter (a score covers the
+    whole set). Rewards stay as the reward function gave them (the manager applies --eval-reward-key)."""
+    from slime.rollout.plugins_io import load_optional
+
+    if not hasattr(data_source, "groups"):
+        raise TypeError(f"evaluation needs the eval prompts (EvalDataSource), got {type(data_source).__name__}")
+    tokenizer = _tokenizer(args)
+    custom_generate = load_optional(args, "custom_generate_function_path", "generate")
+    sampling_params = sampling_params_from_args(args, evaluation=True)
+    owners = [(name, group) for name in data_source.names for group in data_source.groups(name)]
+    results = await asyncio.gather(*(
+        _generate_group(args, group, sampling_params, clients, tokenizer, i % clients.num_engines, custom_generate, True)
+        for i, (_, group) in enumerate(owners)))
+    per_name: dict[str, list[Sample]] = {name: [] for name in data_source.names}
+    for (name, _), samples in zip(owners, results, strict=True):
+        per_name[name].extend(samples)
+    return RolloutFnEvalOutput(data={
+        name: {"rewards": [s.reward for s in samples], "samples": samples,
+               "truncated": [s.status == Sample.Status.TRUNCATED for s in samples]}
+        for name, samples in per_name.items()})
+
+
+def generate_rollout(args: Any, rollout_id: int, data_source: Any,
+                     evaluation: bool = False) -> RolloutFnTrainOutput | RolloutFnEvalOutput:
+    """slime's contract: fn(args, rollout_id, data_source, evaluation=False); with evaluation=True
+    `data_source` holds the eval datasets and the result is a RolloutFnEvalOutput."""
+    async def run() -> RolloutFnTrainOutput | RolloutFnEvalOutput:
         clients = EngineClients.from_args(args)
         try:
+            if evaluation:
+                return await eval_rollout_async(args, data_source, clients)
             return await generate_rollout_async(args, rollout_id, data_source, clients, evaluation)
         finally:
             await clients.aclose()

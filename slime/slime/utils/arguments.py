@@ -41,6 +41,7 @@ ADVANTAGE_ESTIMATORS = (
     "on_policy_distillation",
 )
 KL_TYPES = ("k1", "k2", "k3", "low_var_kl")
+DEFAULT_ROLLOUT_FUNCTION = "slime.rollout.sglang_rollout.generate_rollout"
 
 
 class ConfigError(ValueError):
@@ -176,11 +177,15 @@ class DataConfig:
     log_probs_max_tokens_per_gpu: int | None = arg(None, "Token budget per micro-batch for log-prob passes.")
     start_rollout_id: int | None = arg(None, "First rollout id; default: from --load, else 0.")
     over_sampling_batch_size: int | None = arg(None, "Prompts per sampling round with dynamic sampling.")
-    eval_prompt_data: tuple[str, ...] | None = arg(None, "Eval datasets as NAME PATH pairs.")
-    eval_interval: int | None = arg(None, "Evaluate every N rollouts.")
+    eval_prompt_data: tuple[str, ...] | None = arg(
+        None, "Eval datasets as NAME PATH [NAME PATH ...] pairs, read like --prompt-data (same keys); "
+        "scored every --eval-interval rollouts as eval/<NAME>/reward, never trained on.")
+    eval_interval: int | None = arg(
+        None, "Evaluate on --eval-prompt-data every N rollouts and after the last one (with the weights just "
+        "trained: an evaluation step also pushes them to the engines).")
     n_samples_per_eval_prompt: int = arg(1, "Responses per eval prompt.")
     eval_max_response_len: int | None = arg(None, "Max response tokens during eval (default: rollout's).")
-    eval_temperature: float | None = arg(None, "Sampling temperature during eval (default: rollout's).")
+    eval_temperature: float | None = arg(None, "Sampling temperature during eval, 0 = greedy (default: rollout's).")
 
 
 @dataclass(frozen=True)
@@ -222,7 +227,7 @@ class RolloutConfig:
 class RewardConfig:
     rm_type: str | None = arg(None, "Built-in reward (e.g. math, exact_match); see slime.rollout rewards.")
     reward_key: str | None = arg(None, "Key to read when a reward function returns a dict.")
-    eval_reward_key: str | None = arg(None, "Eval variant of --reward-key.")
+    eval_reward_key: str | None = arg(None, "Key read from dict rewards during eval (default: --reward-key).")
     group_rm: bool = arg(False, "Call the reward function once per group: async fn(args, samples) -> list.")
     rm_url: str | None = arg(None, "Remote reward service URL (--rm-type remote_rm).")
     prm_model_path: str | None = arg(
@@ -403,10 +408,12 @@ class DebugConfig:
 @dataclass(frozen=True)
 class PluginConfig:
     rollout_function_path: str = arg(
-        "slime.rollout.sglang_rollout.generate_rollout",
+        DEFAULT_ROLLOUT_FUNCTION,
         "fn(args, rollout_id, data_source, evaluation=False) producing the samples of one rollout.",
     )
-    eval_function_path: str | None = arg(None, "Rollout function for eval (default: --rollout-function-path).")
+    eval_function_path: str | None = arg(
+        None, "fn(args, rollout_id, data_source, evaluation=True) -> RolloutFnEvalOutput for eval "
+        "(default: --rollout-function-path).")
     custom_generate_function_path: str | None = arg(
         None, "async fn(args, sample, sampling_params[, evaluation]) -> Sample | list[Sample]."
     )
@@ -885,10 +892,13 @@ def parse_config(
     extra_args_providers: Iterable[Callable[[argparse.ArgumentParser], Any]] = (),
     *,
     env: Mapping[str, str] | None = None,
+    check_files: bool = False,
 ) -> TrainConfig:
     """Parse flags (plus --config YAML and env defaults) into a validated TrainConfig.
 
-    Raises ConfigError (a ValueError) with a message naming the offending flag.
+    Raises ConfigError (a ValueError) with a message naming the offending flag. check_files: also
+    refuse input files that do not exist (--eval-prompt-data); the training scripts set it, a launcher
+    that parses a command line before preparing its data leaves it off.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     env = os.environ if env is None else env
@@ -935,6 +945,8 @@ def parse_config(
         for key, value in load_yaml_config(flat["custom_config_path"]).items():
             extras.setdefault(key, value)
     config = _build_config(flat, extras)
+    if check_files:
+        check_eval_files(config.data.eval_prompt_data)
     if provider_check is not None:
         try:
             provider_check(config.to_namespace())
@@ -1005,7 +1017,7 @@ def parse_args(
     """slime-style entry: a flat Namespace; on bad input prints the error and exits with status 2."""
     providers = list(extra_args_providers) + ([add_custom_arguments] if add_custom_arguments else [])
     try:
-        return parse_config(argv, providers).to_namespace()
+        return parse_config(argv, providers, check_files=True).to_namespace()
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -1193,3 +1205,69 @@ def _validate(v: dict[str, Any]) -> None:
                "--kl-loss-horizon paces --kl-loss-target: give a target too (without one the KL weight is fixed)")
     if v["use_kl_loss"] and v["kl_loss_coef"] == 0.0:
         logger.warning("--use-kl-loss with --kl-loss-coef 0: the KL term is computed but has no effect")
+    _validate_eval(v)
+
+
+# Eval settings and their defaults: one set without --eval-prompt-data would be accepted and ignored.
+_EVAL_SETTINGS = {"n_samples_per_eval_prompt": 1, "eval_max_response_len": None, "eval_temperature": None,
+                  "eval_reward_key": None, "eval_function_path": None}
+
+
+def _validate_eval(v: dict[str, Any]) -> None:
+    data, interval = v["eval_prompt_data"], v["eval_interval"]
+    if data is None and interval is None:
+        for name, default in _EVAL_SETTINGS.items():
+            _check(v[name] == default, f"{_flag(name)} {v[name]} applies to evaluation, which is off: set "
+                                       "--eval-prompt-data NAME PATH and --eval-interval N (or drop it)")
+        return
+    _check(data is not None and interval is not None,
+           "--eval-interval (a --config file's evaluation.eval_frequency) and --eval-prompt-data go together "
+           "(--eval-interval N says when to evaluate, "
+           "--eval-prompt-data NAME PATH on what): " + ("--eval-prompt-data is missing" if data is None
+                                                        else "--eval-interval is missing"))
+    _validate_eval_pairs(data)
+    _validate_eval_sampling(v)
+    _validate_eval_mode(v)
+
+
+def _validate_eval_pairs(data: Sequence[Any]) -> None:
+    _check(len(data) % 2 == 0 and len(data) > 0,
+           f"--eval-prompt-data takes NAME PATH pairs (e.g. --eval-prompt-data gsm8k eval.jsonl), got {len(data)} "
+           f"value(s): {' '.join(map(str, data))}")
+    names = [str(n) for n in data[0::2]]
+    for name in names:
+        _check(name and "/" not in name, f"--eval-prompt-data: dataset name {name!r} must be non-empty without '/' "
+                                          "(it becomes the metric eval/<NAME>/reward); give NAME PATH pairs")
+    _check(len(set(names)) == len(names), f"--eval-prompt-data: dataset names repeat: {' '.join(names)}")
+
+
+def _validate_eval_sampling(v: dict[str, Any]) -> None:
+    _check(v["n_samples_per_eval_prompt"] >= 1,
+           f"--n-samples-per-eval-prompt must be >= 1, got {v['n_samples_per_eval_prompt']}")
+    if v["eval_max_response_len"] is not None:
+        _check(v["eval_max_response_len"] >= 1, f"--eval-max-response-len must be >= 1, got {v['eval_max_response_len']}")
+    if v["eval_temperature"] is not None:
+        _check(math.isfinite(v["eval_temperature"]) and v["eval_temperature"] >= 0.0,
+               f"--eval-temperature must be >= 0 (0 = greedy), got {v['eval_temperature']}")
+
+
+def _validate_eval_mode(v: dict[str, Any]) -> None:
+    """Refuse the runs that could not evaluate, rather than let them skip it."""
+    _check(not v["debug_train_only"], "--eval-interval needs inference engines to evaluate with: "
+                                      "--debug-train-only / --load-debug-rollout-data start none")
+    _check(not v["debug_rollout_only"], "--eval-interval evaluates after each training step: "
+                                        "--debug-rollout-only trains nothing; drop the eval flags")
+    own_source = v["data_source_path"] and not v["eval_function_path"] \
+        and v["rollout_function_path"].replace(":", ".") != DEFAULT_ROLLOUT_FUNCTION
+    _check(not own_source,
+           f"--eval-prompt-data: the rollout function {v['rollout_function_path']} draws from this run's own data "
+           f"source (--data-source-path {v['data_source_path']}), not from prompt files; pass --eval-function-path "
+           f"(e.g. {DEFAULT_ROLLOUT_FUNCTION}, which generates from the eval prompts)")
+
+
+def check_eval_files(values: Sequence[str] | None) -> None:
+    """Each --eval-prompt-data PATH exists (`parse_config(check_files=True)`, as the training scripts
+    parse). Off by default: a launcher parses the trainer's command line before it prepares the data
+    files; the rollout manager refuses a missing one again when it reads the sets at setup."""
+    for name, path in zip(list(values or ())[0::2], list(values or ())[1::2], strict=True):
+        _check(Path(str(path)).is_file(), f"--eval-prompt-data {name} {path}: no such file")

@@ -476,6 +476,7 @@ def adapt_rollout(fn: Callable[..., Any], config: Any) -> Callable[..., Any]:
             raise PluginError(f"{where} has no evaluation parameter; set --eval-function-path for eval")
         return fn(ns, rollout_id, data_source)
 
+    rollout.takes_evaluation = takes_eval  # type: ignore[attr-defined]  # checked when evaluation is set up
     return rollout
 
 
