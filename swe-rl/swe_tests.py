@@ -50,16 +50,21 @@ class TestRun:
 
 
 def pytest_command(test_ids: Sequence[str], python_path: Sequence[str], marker: str,
-                   workdir: str = "/workspace") -> str:
+                   workdir: str = "/workspace", own_pid_namespace: bool = True) -> str:
     """pytest with the report plugin; then every other process of the run is killed, the tail of
-    pytest's own output is printed, then the report between two `marker` lines, last."""
+    pytest's own output is printed, then the report between two `marker` lines, last.
+
+    The kill is `kill -KILL -1`: everything this uid can signal. That is the run's own processes
+    only inside the sandbox's pid namespace; without one (`--sandbox none`, no isolation at all)
+    it would be the host's, so it is left out there."""
+    reap = "kill -KILL -1 2>/dev/null; " if own_pid_namespace else ""
     entries = [p if p.startswith("/") else workdir if p in ("", ".") else f"{workdir}/{p}" for p in python_path]
     paths = ":".join([PYTEST_MOUNT, *entries, workdir])
     ids = " ".join(shlex.quote(t) for t in test_ids)
     return (f"R=$(mktemp -d) && cd {workdir} && PYTHONPATH={shlex.quote(paths)} PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 "
             f"OPENCLAW_SWE_REPORT=$R/report.json python3 -P -m pytest -p {REPORT_PLUGIN_MODULE} -q -rA --tb=short "
             f"-p no:cacheprovider -o addopts= --color=no {ids} >$R/out.txt 2>&1 </dev/null; "
-            f"code=$?; kill -KILL -1 2>/dev/null; tail -c {_OUTPUT_TAIL_BYTES} $R/out.txt; printf '\\n%s\\n' {marker}; "
+            f"code=$?; {reap}tail -c {_OUTPUT_TAIL_BYTES} $R/out.txt; printf '\\n%s\\n' {marker}; "
             f"cat $R/report.json 2>/dev/null; printf '\\n%s\\n' {marker}; exit $code")
 
 
@@ -110,7 +115,8 @@ async def run_tests(session: SandboxSession, runtime_dir: str, test_ids: Sequenc
     if not test_ids:
         raise ValueError("no tests to run")
     marker = f"--openclaw-swe-report-{uuid.uuid4().hex}--"
-    r = await session.run(pytest_command(test_ids, python_path, marker), timeout_s=timeout_s,
+    command = pytest_command(test_ids, python_path, marker, own_pid_namespace=session.config.kind == "bwrap")
+    r = await session.run(command, timeout_s=timeout_s,
                           ro_binds=[(runtime_dir, PYTEST_MOUNT), *extra_binds])
     report, output = read_report(r.stdout, marker)
     output = output + r.stderr[-4000:]

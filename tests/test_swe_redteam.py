@@ -21,7 +21,7 @@ from swe_build import gold_patch  # noqa: E402
 from swe_env import SweEnv, score, score_patch  # noqa: E402
 from swe_guard import patch_violations  # noqa: E402
 from swe_instances import Instance, base_repo, shipped_instances  # noqa: E402
-from swe_tests import read_report  # noqa: E402
+from swe_tests import pytest_command, read_report  # noqa: E402
 from swe_workspace import clean_tree_with_patch, run_instance_tests  # noqa: E402
 
 from openclaw.sandbox import Limits, SandboxConfig, SandboxPool  # noqa: E402
@@ -179,6 +179,13 @@ def test_the_report_is_the_last_one_printed_whatever_the_tests_print():
     assert report["outcomes"] == {"t::a": "failed"}
     # Output after the last marker means the report is not the last thing printed: no report.
     assert read_report(stdout + "PASSED t::a\n", marker)[0] is None
+
+
+def test_the_reaping_kill_runs_only_inside_a_pid_namespace():
+    """`kill -KILL -1` ends the run's leftovers in the sandbox; on a host (`--sandbox none`) it
+    would end everything the user can signal."""
+    assert "kill -KILL -1" in pytest_command(["t.py::a"], ["."], "--m--")
+    assert "kill" not in pytest_command(["t.py::a"], ["."], "--m--", own_pid_namespace=False)
 
 
 # --- the whole scoring path, in the sandbox -----------------------------------------------------
