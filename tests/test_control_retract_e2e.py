@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,10 +20,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from slime.utils.plugins import load_plugin_module
 
 from openclaw.buffer import JUDGED, TrajectoryBuffer
 from openclaw.control.ledger import version_sessions
-from openclaw.control.retract import PAUSE_ENV, served_excludes
+from openclaw.control.retract import served_excludes
+
+# Shared with the other retract end-to-end module (tests run with --import-mode=importlib).
+_retract_cli = load_plugin_module(str(Path(__file__).resolve().parent / "retract_cli.py"))
+grep_files, retract_cli_killed_at, served_version = (_retract_cli.grep_files, _retract_cli.retract_cli_killed_at,
+                                                     _retract_cli.served_version)
 
 pytestmark = pytest.mark.slow  # four real training steps and two engine reloads (about 2 minutes)
 
@@ -48,35 +53,10 @@ def _chat(client: httpx.Client, sid: str, messages: list[dict], done: bool = Fal
     return r.json()
 
 
-def _grep(phrase: str, *paths: Path) -> list[str]:
-    """Files holding `phrase`, read by another process (grep), WAL and -shm included."""
-    out = subprocess.run(["grep", "-rla", "--", phrase, *map(str, paths)], capture_output=True, text=True)
-    assert out.returncode in (0, 1), out.stderr
-    return out.stdout.split()
 
 
-def _served(url: str) -> int:
-    return int(httpx.get(url + "/get_weight_version", timeout=30).json()["weight_version"])
 
 
-def _retract_cli_killed_at(state: str, buf_dir: Path, session_id: str, url: str) -> None:
-    """Run `python -m openclaw.buffer retract` in a child, SIGKILL it once the journal says `state`."""
-    env = {**os.environ, PAUSE_ENV: state}
-    proc = subprocess.Popen([sys.executable, "-m", "openclaw.buffer", "--dir", str(buf_dir), "retract", "--session",
-                             session_id, "--engine-url", url], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            text=True, env=env)
-    try:
-        lines = []
-        for line in proc.stderr:  # blocks until the child reaches the pause point (or dies)
-            lines.append(line)
-            if f"paused at {state}" in line:
-                break
-        else:
-            raise AssertionError(f"retract exited before {state}: {''.join(lines)}")
-        os.kill(proc.pid, signal.SIGKILL)  # by PID: the child this test started
-    finally:
-        proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
 
 
 @pytest.fixture(scope="module")
@@ -151,25 +131,25 @@ def test_training_wrote_the_ledger_and_feedback_reached_the_sample(trained: dict
         assert [(r["session_id"], r["step"], r["weight_version"]) for r in rows] == \
             [(s[0], i, i + 1) for i, s in enumerate(SESSIONS)]
         assert all(r["consumer_id"] == "retract-test" and r["save_dir"] == str(trained["ckpt"]) for r in rows)
-    assert _served(trained["url"]) == 4
-    assert _grep(PHRASE_A, trained["buffer"]) and _grep(PHRASE_B, trained["export"])
+    assert served_version(trained["url"]) == 4
+    assert grep_files(PHRASE_A, trained["buffer"]) and grep_files(PHRASE_B, trained["export"])
 
 
 def test_kill9_after_purge_then_cli_pending_rolls_back_over_http(trained: dict) -> None:
     """Runs after the test above (file order): the ledger and checkpoints are in place."""
     buf_dir, url = trained["buffer"], trained["url"]
-    _retract_cli_killed_at("purged", buf_dir, "secret-b", url)
+    retract_cli_killed_at("purged", buf_dir, "secret-b", url)
     # The buffer side is all-or-nothing (one transaction): everything of the session is gone...
-    assert _grep(PHRASE_B, buf_dir) == [] and _grep(PHRASE_B, trained["export"]) == []
+    assert grep_files(PHRASE_B, buf_dir) == [] and grep_files(PHRASE_B, trained["export"]) == []
     with TrajectoryBuffer.open(buf_dir, create=False) as buf:
         assert buf.session_turns("secret-b") == [] and buf.session_feedback("secret-b") == []
         assert buf.retraction("secret-b")["state"] == "purged"
-    assert _served(url) == 4  # ...and the rollback is still owed: the journal says so
+    assert served_version(url) == 4  # ...and the rollback is still owed: the journal says so
     r = subprocess.run([sys.executable, "-m", "openclaw.buffer", "--dir", str(buf_dir), "retract", "--pending",
                         "--engine-url", url], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)  # the engine was loaded over HTTP (/update_weights_from_disk)
-    assert res["served_version_before"] == 4 and res["served_version"] == 3 == _served(url)
+    assert res["served_version_before"] == 4 and res["served_version"] == 3 == served_version(url)
     assert res["rolled_back_to"]["path"].endswith("checkpoint-2") and res["affected_versions"] == [4]
     with TrajectoryBuffer.open(buf_dir, create=False) as buf:
         assert buf.retraction("secret-b")["state"] == "done"
@@ -186,12 +166,12 @@ def test_kill9_before_purge_leaves_the_old_state_and_the_next_start_finishes(tra
     buf_dir, url = trained["buffer"], trained["url"]
     with TrajectoryBuffer.open(buf_dir, create=False) as buf:
         n_turns = len(buf.session_turns("secret-a"))
-    _retract_cli_killed_at("planned", buf_dir, "secret-a", url)
+    retract_cli_killed_at("planned", buf_dir, "secret-a", url)
     with TrajectoryBuffer.open(buf_dir, create=False) as buf:  # the old state, whole
         assert len(buf.session_turns("secret-a")) == n_turns == 2
         assert len(buf.session_feedback("secret-a")) == 1
         assert buf.retraction("secret-a")["state"] == "planned"
-    assert _grep(PHRASE_A, buf_dir) and _grep(PHRASE_A, trained["export"]) and _served(url) == 3
+    assert grep_files(PHRASE_A, buf_dir) and grep_files(PHRASE_A, trained["export"]) and served_version(url) == 3
     # The trainer trained on it: policy "stop" ends it at its next rollout, naming the checkpoint.
     with pytest.raises(Exception, match="retracted"):
         trained["trainer"].step_once()
@@ -199,7 +179,7 @@ def test_kill9_before_purge_leaves_the_old_state_and_the_next_start_finishes(tra
     again = serve_in_background(create_app(trained["config"], engine=trained["engine"]))
     try:
         assert httpx.get(again.base_url + "/health", timeout=30).status_code == 200
-        assert _served(url) == 2
+        assert served_version(url) == 2
         journal = {j["session_id"]: j for j in httpx.get(again.base_url + "/v1/retractions", timeout=30).json()["data"]}
     finally:
         again.stop()
@@ -211,7 +191,7 @@ def test_kill9_before_purge_leaves_the_old_state_and_the_next_start_finishes(tra
     assert res["rolled_back_to"]["path"].endswith("checkpoint-1") and res["stopped_consumers"] == ["retract-test"]
     # (a) no stored byte holds either phrase: buffer dir (db, WAL, shm) and the export we wrote
     for phrase in (PHRASE_A, PHRASE_B):
-        assert _grep(phrase, buf_dir, trained["export"]) == []
+        assert grep_files(phrase, buf_dir, trained["export"]) == []
     assert json.loads(trained["export"].read_text())[0]["session_id"] == "benign"  # others stay exported
     # (b) the served version's ledger excludes both sessions
     with TrajectoryBuffer.open(buf_dir, create=False) as buf:
@@ -234,9 +214,9 @@ def test_http_retract_of_a_trained_session_rolls_back(trained: dict) -> None:
     assert r.status_code == 200, r.text
     res = r.json()
     assert res["object"] == "session.retraction" and res["affected_versions"] == [2]
-    assert (res["served_version_before"], res["served_version"]) == (2, 1) and _served(url) == 1
+    assert (res["served_version_before"], res["served_version"]) == (2, 1) and served_version(url) == 1
     assert res["rolled_back_to"]["path"].endswith("checkpoint-0") and res["removed"]["feedback"] == 1
-    assert _grep(COMMENT, trained["buffer"], trained["export"]) == []  # the comment went with it
+    assert grep_files(COMMENT, trained["buffer"], trained["export"]) == []  # the comment went with it
     with TrajectoryBuffer.open(trained["buffer"], create=False) as buf:
         assert version_sessions(buf, 1) == {"benign"} and "fb" in version_sessions(buf, 2)
     # Gate off too, version 2 (and every later one) holds a retracted session: loading it is a 409.
@@ -246,4 +226,4 @@ def test_http_retract_of_a_trained_session_rolls_back(trained: dict) -> None:
         assert r.status_code == 409 and r.json()["error"]["code"] == "weight_version_retracted", r.text
         r = httpx.post(f"{url}/v1/weights/{version}/promote", json={}, timeout=60)
         assert r.status_code == 409 and r.json()["error"]["code"] == "weight_version_retracted", r.text
-    assert _served(url) == 1
+    assert served_version(url) == 1

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,10 +23,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from slime.utils.plugins import load_plugin_module
 
 from openclaw.buffer import JUDGED, TrajectoryBuffer
 from openclaw.control.ledger import version_sessions
-from openclaw.control.retract import PAUSE_ENV, served_excludes
+from openclaw.control.retract import served_excludes
+
+# Shared with the other retract end-to-end module (tests run with --import-mode=importlib).
+_retract_cli = load_plugin_module(str(Path(__file__).resolve().parent / "retract_cli.py"))
+grep_files, retract_cli_killed_at, served_version = (_retract_cli.grep_files, _retract_cli.retract_cli_killed_at,
+                                                     _retract_cli.served_version)
 
 pytestmark = pytest.mark.slow  # five real training steps, four canary checks, three engine rollbacks
 
@@ -66,18 +71,8 @@ def _wait_judged(buf_dir: Path, sids: list[str]) -> None:
             time.sleep(0.2)  # polling the judge thread's progress
 
 
-def _grep(phrase: str, *paths: Path) -> list[str]:
-    """Files holding `phrase`, read by another process (grep), WAL and -shm included."""
-    existing = [str(p) for p in paths if p.exists()]
-    if not existing:
-        return []
-    out = subprocess.run(["grep", "-rla", "--", phrase, *existing], capture_output=True, text=True)
-    assert out.returncode in (0, 1), out.stderr
-    return out.stdout.split()
 
 
-def _served(url: str) -> int:
-    return int(httpx.get(url + "/get_weight_version", timeout=30).json()["weight_version"])
 
 
 def _weights(url: str) -> dict[int, dict]:
@@ -169,12 +164,12 @@ def test_every_version_went_through_the_gate(gated: dict) -> None:
     assert [s.weight_version for s in steps] == [1, 2, 3, 4]
     assert [s.samples_data[0].session_id for s in steps] == [s for s, _ in SESSIONS]
     weights = _weights(url)
-    assert weights[4]["status"] == "serving" and _served(url) == 4
+    assert weights[4]["status"] == "serving" and served_version(url) == 4
     assert all(weights[v]["canary"]["passed"] and Path(weights[v]["path"]).is_dir() for v in (1, 2, 3, 4))
     dumps = sorted(p.name for p in gated["dumps"].iterdir())
     assert dumps == [f"rollout_{i}.jsonl" for i in range(4)]
     for sid, phrase in PHRASES.items():
-        assert _grep(phrase, gated["buffer"]) and _grep(phrase, gated["export"]) and _grep(phrase, gated["dumps"]), sid
+        assert grep_files(phrase, gated["buffer"]) and grep_files(phrase, gated["export"]) and grep_files(phrase, gated["dumps"]), sid
 
 
 def test_http_retract_leaves_no_way_back_to_the_retracted_version(gated: dict) -> None:
@@ -185,7 +180,7 @@ def test_http_retract_leaves_no_way_back_to_the_retracted_version(gated: dict) -
     r = httpx.post(f"{url}/v1/sessions/sec-d/retract", json={}, timeout=300)
     assert r.status_code == 200, r.text
     res = r.json()
-    assert (res["served_version_before"], res["served_version"]) == (4, 3) and _served(url) == 3
+    assert (res["served_version_before"], res["served_version"]) == (4, 3) and served_version(url) == 3
     v4 = _weights(url)[4]
     assert v4["status"] == "retracted" and not (control / "v4").exists() and not Path(v4["path"]).exists()
     assert any("sec-d" in h["note"] for h in v4["history"] if h["event"] == "retracted")
@@ -197,12 +192,12 @@ def test_http_retract_leaves_no_way_back_to_the_retracted_version(gated: dict) -
     cli = subprocess.run([sys.executable, "-m", "openclaw.control", "--url", url, "promote", "4"],
                          capture_output=True, text=True, timeout=120)
     assert cli.returncode == 1 and "sec-d" in cli.stderr, cli.stdout + cli.stderr
-    assert _served(url) == 3
+    assert served_version(url) == 3
     with TrajectoryBuffer.open(gated["buffer"], create=False) as buf:
         assert not served_excludes(buf, "sec-d", 4) and "sec-d" in version_sessions(buf, 4)
         assert served_excludes(buf, "sec-d", 3)
     assert not (gated["dumps"] / "rollout_3.jsonl").exists()  # the step that trained on sec-d
-    assert _grep(PHRASES["sec-d"], gated["buffer"], gated["export"], gated["dumps"], control) == []
+    assert grep_files(PHRASES["sec-d"], gated["buffer"], gated["export"], gated["dumps"], control) == []
     assert res["removed_debug_dumps"] == [str(gated["dumps"] / "rollout_3.jsonl")]
 
 
@@ -212,28 +207,9 @@ def test_the_stopped_trainer_pushes_nothing(gated: dict) -> None:
 
     with pytest.raises(RetractedTrainingError, match="sec-d"):
         gated["trainer"].run.rollout.update_weights(str(gated["ckpt"] / "checkpoint-0"), 99)
-    assert _served(gated["url"]) == 3 and 99 not in _weights(gated["url"])
+    assert served_version(gated["url"]) == 3 and 99 not in _weights(gated["url"])
 
 
-def _retract_cli_killed_at(state: str, buf_dir: Path, session_id: str, url: str) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "openclaw.buffer", "--dir", str(buf_dir), "retract", "--session",
-                             session_id, "--engine-url", url], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            text=True, env={**os.environ, PAUSE_ENV: state})
-    try:
-        lines = []
-        for line in proc.stderr:  # blocks until the child reaches the pause point (or exits)
-            lines.append(line)
-            if f"paused at {state}" in line:
-                break
-        else:
-            raise AssertionError(f"retract exited before {state}: {''.join(lines)}")
-        # The window: the rows are deleted and committed, the WAL is not truncated yet. The text is
-        # still in the buffer's files (the WAL's old frames, or pages not yet checkpointed).
-        assert _grep(PHRASES[session_id], buf_dir), "the purge window left nothing to find: the test tests nothing"
-        os.kill(proc.pid, signal.SIGKILL)  # by PID: the child this test started
-    finally:
-        proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
 
 
 def test_cli_retract_killed_before_the_wal_is_clean_then_pending_with_the_gate_on(gated: dict) -> None:
@@ -241,17 +217,22 @@ def test_cli_retract_killed_before_the_wal_is_clean_then_pending_with_the_gate_o
     between the purge commit and the WAL truncation; `retract --pending` finishes it through the
     gated server (no canary, no refusal), and then no byte of the phrase is in any file."""
     buf_dir, url = gated["buffer"], gated["url"]
-    _retract_cli_killed_at("deleted", buf_dir, "sec-c", url)
+    def text_still_on_disk() -> None:
+        # The window: the rows are deleted and committed, the WAL is not truncated yet. The text is
+        # still in the buffer's files (the WAL's old frames, or pages not yet checkpointed).
+        assert grep_files(PHRASES["sec-c"], buf_dir), "the purge window left nothing to find: the test tests nothing"
+
+    retract_cli_killed_at("deleted", buf_dir, "sec-c", url, in_window=text_still_on_disk)
     with TrajectoryBuffer.open(buf_dir, create=False) as buf:
         assert buf.retraction("sec-c")["state"] == "deleted" and buf.session_turns("sec-c") == []
-    assert _served(url) == 3
+    assert served_version(url) == 3
     r = _retract_cli(buf_dir, url, "--pending")
     assert r.returncode == 0, r.stderr
     with TrajectoryBuffer.open(buf_dir, create=False) as buf:
         assert buf.retraction("sec-c")["state"] == "done"
         assert served_excludes(buf, "sec-c", 2) and not served_excludes(buf, "sec-c", 3)
-    assert _served(url) == 2 and _weights(url)[3]["status"] == "retracted"
-    assert _grep(PHRASES["sec-c"], buf_dir, gated["export"], gated["dumps"], gated["control"], gated["ckpt"]) == []
+    assert served_version(url) == 2 and _weights(url)[3]["status"] == "retracted"
+    assert grep_files(PHRASES["sec-c"], buf_dir, gated["export"], gated["dumps"], gated["control"], gated["ckpt"]) == []
     _assert_retracted_refusal(httpx.post(f"{url}/v1/weights/3/promote", json={}, timeout=60), "sec-c")
 
 
@@ -261,12 +242,12 @@ def test_cli_retract_with_the_gate_on(gated: dict) -> None:
     buf_dir, url = gated["buffer"], gated["url"]
     r = _retract_cli(buf_dir, url, "--session", "sec-b")
     assert r.returncode == 0, r.stderr
-    assert _served(url) == 1 and _weights(url)[2]["status"] == "retracted"
+    assert served_version(url) == 1 and _weights(url)[2]["status"] == "retracted"
     assert not (gated["control"] / "v2").exists()
     for sid, phrase in PHRASES.items():
-        assert _grep(phrase, buf_dir, gated["export"], gated["dumps"], gated["control"], gated["ckpt"]) == [], sid
+        assert grep_files(phrase, buf_dir, gated["export"], gated["dumps"], gated["control"], gated["ckpt"]) == [], sid
         # the logs hold ids and counts, never the text (they are not rewritten by a retract)
-        assert _grep(phrase, gated["logs"], gated["server_log"]) == [], sid
+        assert grep_files(phrase, gated["logs"], gated["server_log"]) == [], sid
     assert gated["server_log"].stat().st_size > 0 and "retracted session 'sec-d'" in gated["server_log"].read_text()
     assert sorted(p.name for p in gated["dumps"].iterdir()) == ["rollout_0.jsonl"]
     state = httpx.get(f"{url}/dashboard/state", timeout=60).json()
@@ -286,7 +267,7 @@ def test_a_restarted_trainer_continues_the_version_numbering(gated: dict) -> Non
     gated["restarted"] = gated["new_trainer"]()
     step = gated["restarted"].step_once()
     assert step is not None and step.samples_data[0].session_id == "after"
-    assert step.weight_version == 5 and _served(url) == 5
+    assert step.weight_version == 5 and served_version(url) == 5
     weights = _weights(url)
     assert weights[5]["status"] == "serving" and weights[1]["status"] != "retracted"
     with TrajectoryBuffer.open(gated["buffer"], create=False) as buf:
@@ -296,7 +277,7 @@ def test_a_restarted_trainer_continues_the_version_numbering(gated: dict) -> Non
     assert state["ledger"]["5"]["invalidated"] is False
     _assert_retracted_refusal(httpx.post(f"{url}/v1/weights/3/rollback", json={}, timeout=60), "sec-c")
     assert httpx.post(f"{url}/v1/weights/1/rollback", json={}, timeout=300).status_code == 200
-    assert _served(url) == 1
+    assert served_version(url) == 1
 
 
 def test_a_retract_during_a_step_stops_that_steps_push(gated: dict) -> None:
@@ -314,11 +295,11 @@ def test_a_retract_during_a_step_stops_that_steps_push(gated: dict) -> None:
     trainer = gated["restarted"]
     run, rollout_id = trainer.run, trainer.run.start_rollout_id + len(trainer.state.steps)
     samples, metrics = collect_rollout(run, rollout_id)
-    assert [s.session_id for s in samples] == ["late"] and _grep(phrase, gated["dumps"])
+    assert [s.session_id for s in samples] == ["late"] and grep_files(phrase, gated["dumps"])
     r = httpx.post(f"{url}/v1/sessions/late/retract", json={}, timeout=300)
     assert r.status_code == 200 and r.json()["affected_versions"] == [], r.text  # nothing in the ledger yet
     metrics.update(run.train_on(rollout_id, samples))
     with pytest.raises(RetractedTrainingError, match="late"):
         finish_step(run, rollout_id, metrics, StepTimer())
-    assert _served(url) == 1 and max(_weights(url)) == 5  # nothing pushed
-    assert _grep(phrase, gated["buffer"], gated["export"], gated["dumps"], gated["control"], gated["ckpt"]) == []
+    assert served_version(url) == 1 and max(_weights(url)) == 5  # nothing pushed
+    assert grep_files(phrase, gated["buffer"], gated["export"], gated["dumps"], gated["control"], gated["ckpt"]) == []
