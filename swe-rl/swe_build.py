@@ -152,6 +152,9 @@ async def build_project(pin: str, max_instances: int, max_p2p: int = 8, max_f2p:
         if baseline.timed_out:
             raise Rejected(f"{pin}: the test suite did not finish in 300 s in the sandbox (no network: "
                            "do the tests need it?)")
+        if baseline.tamper and baseline.all_outcomes:
+            raise Rejected(f"{pin}: the project's own test run trips swe-rl's tamper checks, so no patch could "
+                           f"be scored: {baseline.tamper[0]}")
         passing = sorted(t for t, o in baseline.all_outcomes.items() if o == "passed")
         if not passing:
             raise Rejected(f"{pin}: no test passes in the sandbox. {first_error(baseline)}")
@@ -234,7 +237,7 @@ async def _try_mutation(sb: SandboxSession, project: Project, runtime: Path, pri
         discover = await project.run_tests(sb, runtime, files, timeout_s=120)
         outcomes = discover.all_outcomes
         failing = [t for t in selected if outcomes.get(t) not in ("passed", None)]
-        if discover.timed_out or not failing or len(failing) == len(selected) and len(selected) > 3:
+        if discover.timed_out or discover.tamper or not failing or len(failing) == len(selected) and len(selected) > 3:
             return None  # nothing fails, or everything does (a break that kills the module is no task)
         f2p = failing[:max_f2p]
         still = [t for t in selected if outcomes.get(t) == "passed"]

@@ -111,7 +111,7 @@ class EvalResult:
 
     @property
     def reward(self) -> float:
-        return 1.0 if self.resolved and not self.refused else 0.0
+        return 1.0 if self.resolved else 0.0  # a refused patch is never resolved
 
 
 def score(instance: Instance, run: TestRun, patch: str) -> EvalResult:

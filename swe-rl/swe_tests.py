@@ -6,16 +6,15 @@ ignores a project's own pytest options (coverage plugins, doctest flags) that th
 cannot honour; `-p no:cacheprovider` writes nothing into the tree; plugin autoloading is off, so a
 `*.dist-info` in the work tree cannot register one.
 
-Outcomes come from the runtime's report plugin (`swe_report_plugin.py`), written to a file, never
-from what the tests print: the code under test can print `PASSED <id>`. pytest's own output goes to
-a file too and only its tail is read back, for failure excerpts; the report is read first, so a
-suite with a large output loses nothing.
+Outcomes and failure texts come from the runtime's report plugin (`swe_report_plugin.py`),
+written to a file, never from what the tests print: the code under test can print `PASSED <id>`.
+pytest's own output goes to a file too and only its tail is read back, for messages; the report is
+printed last, so a suite with a large output loses nothing.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import uuid
 from collections.abc import Sequence
@@ -25,7 +24,6 @@ from openclaw.sandbox import SandboxSession
 
 PYTEST_MOUNT = "/opt/swe-pytest"
 REPORT_PLUGIN_MODULE = "openclaw_swe_report"
-_SECTION = re.compile(r"^_{3,} (.+?) _{3,}$")
 _OUTPUT_TAIL_BYTES = 16 << 10  # failure excerpts also come in the report
 
 
@@ -36,7 +34,7 @@ class ReportMissing(RuntimeError):
 @dataclass
 class TestRun:
     outcomes: dict[str, str]  # test id -> passed | failed | error | skipped | missing
-    failures: dict[str, str] = field(default_factory=dict)  # test id -> traceback excerpt (any test of the run)
+    failures: dict[str, str] = field(default_factory=dict)  # test id -> pytest's report of it (any test of the run)
     output: str = ""
     exit_code: int = 0
     timed_out: bool = False
@@ -83,30 +81,6 @@ def read_report(stdout: str, marker: str) -> tuple[dict | None, str]:
     return (report if isinstance(report, dict) else None), tail
 
 
-def failure_excerpts(text: str, test_ids: Sequence[str]) -> dict[str, str]:
-    """Failure excerpts from `--tb=short` sections of pytest's output."""
-    sections: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in text.splitlines():
-        m = _SECTION.match(line)
-        if m:
-            current = sections.setdefault(m.group(1).strip(), [])
-            continue
-        if line.startswith("=") and current is not None:
-            current = None
-            continue
-        if current is not None:
-            current.append(line)
-    failures: dict[str, str] = {}
-    for tid in test_ids:
-        head = tid.split("::", 1)[1].replace("::", ".") if "::" in tid else tid
-        for name in (head, f"ERROR at setup of {head}", tid):
-            if name in sections:
-                failures[tid] = "\n".join(sections[name]).strip()
-                break
-    return failures
-
-
 async def run_tests(session: SandboxSession, runtime_dir: str, test_ids: Sequence[str],
                     python_path: Sequence[str], timeout_s: float,
                     extra_binds: Sequence[tuple[str, str]] = ()) -> TestRun:
@@ -130,8 +104,6 @@ async def run_tests(session: SandboxSession, runtime_dir: str, test_ids: Sequenc
     outcomes = {t: every.get(t, "missing") for t in test_ids}
     if r.timed_out:
         outcomes = {t: ("failed" if o == "missing" else o) for t, o in outcomes.items()}
-    failures = failure_excerpts(output, test_ids)
-    for tid, text in report.get("failures", {}).items():
-        failures.setdefault(tid, str(text))
+    failures = {str(tid): str(text) for tid, text in report.get("failures", {}).items()}
     return TestRun(outcomes, failures, output, r.exit_code, r.timed_out, r.duration_s, all_outcomes=every,
                    collect_errors=dict(report.get("collect_errors", {})), tamper=list(report.get("tamper", [])))
