@@ -27,6 +27,7 @@ from openclaw.bridge.turns import (
     KINDS,
     METHODS,
     TurnSignal,
+    loss_mask_of,
     next_state_text,
     trainable_kinds,
     turn_signal,
@@ -36,5 +37,5 @@ from openclaw.bridge.turns import (
 __all__ = [
     "KINDS", "METHODS", "BufferDataSource", "DrainConfig", "Drained", "RecordedStepsError", "RecordedStepsSource",
     "TurnSignal", "as_groups", "check_live_args", "drain", "drain_metrics", "engine_version", "group_size",
-    "next_state_text", "recorded_steps", "trainable_kinds", "turn_signal", "turn_to_sample",
+    "loss_mask_of", "next_state_text", "recorded_steps", "trainable_kinds", "turn_signal", "turn_to_sample",
 ]

@@ -75,6 +75,17 @@ def next_state_text(rec: Any) -> str:
     return str(content or "")
 
 
+def loss_mask_of(rec: Any) -> list[int]:
+    """1 for every response token but those the intercept left out of the loss
+    (`metadata["loss_mask_zero_spans"]`: the think block under `--rl-train-reasoning mask`)."""
+    n = len(rec.response_ids)
+    mask = [1] * n
+    for span in (rec.metadata or {}).get("loss_mask_zero_spans") or ():
+        start, end = max(0, int(span[0])), min(n, int(span[1]))
+        mask[start:end] = [0] * max(0, end - start)
+    return mask
+
+
 def turn_to_sample(rec: Any, reward: float) -> Sample:
     """One buffer turn -> one Sample: ids and log-probs exactly as recorded. A turn recorded
     without log-probs (imported text) gets `rollout_log_probs=None`: `drain` fills them from the
@@ -85,7 +96,7 @@ def turn_to_sample(rec: Any, reward: float) -> Sample:
     sample = Sample(
         index=int(rec.turn_id), group_index=int(rec.turn_id), prompt=list(rec.messages),
         tokens=prompt_ids + response_ids, response=rec.response_text or "", response_length=len(response_ids),
-        loss_mask=[1] * len(response_ids), reward=float(reward),
+        loss_mask=loss_mask_of(rec), reward=float(reward),
         rollout_log_probs=[float(x) for x in rec.response_logprobs] if recorded else None,
         weight_version=int(rec.weight_version or 0), session_id=rec.session_id, status=Sample.Status.COMPLETED,
         metadata={"turn_id": int(rec.turn_id), "score": signal.score, "hint": signal.hint, "kind": signal.kind,

@@ -21,6 +21,11 @@ from openclaw.buffer.duration import parse_duration as _parse_duration
 DEFAULT_BUFFER_DIR = Path("./rl_buffer")
 DEFAULT_IDLE_TIMEOUT_S = 900.0
 DEFAULT_DURABILITY = "full"
+# Whether a turn's think block (found by the server's --reasoning-parser) is trained:
+# keep = the whole generated response; mask = its tokens stay in the sample (the rollout
+# log-probs keep lining up with what the engine generated) with loss mask 0.
+TRAIN_REASONING = ("keep", "mask")
+DEFAULT_TRAIN_REASONING = "keep"
 
 
 class InterceptConfigError(ValueError):
@@ -70,6 +75,7 @@ class InterceptConfig:
     continuity: bool = True
     max_batch: int = 256  # records per group commit
     maintenance_interval: float = 5.0  # idle sweep / retention check period (s)
+    train_reasoning: str = DEFAULT_TRAIN_REASONING  # TRAIN_REASONING
     compiled_redact: tuple[re.Pattern[str], ...] = field(default=(), compare=False, repr=False)
     compiled_side_system: tuple[re.Pattern[str], ...] = field(default=(), compare=False, repr=False)
     compiled_side_user: tuple[re.Pattern[str], ...] = field(default=(), compare=False, repr=False)
@@ -77,6 +83,8 @@ class InterceptConfig:
     def __post_init__(self) -> None:
         if self.durability not in ("full", "normal"):
             raise InterceptConfigError("--rl-durability: expected full or normal")
+        if self.train_reasoning not in TRAIN_REASONING:
+            raise InterceptConfigError(f"--rl-train-reasoning: expected one of {', '.join(TRAIN_REASONING)}")
         if self.buffer_max_mb is not None and self.buffer_max_mb <= 0:
             raise InterceptConfigError("--rl-buffer-max-mb: must be > 0")
         if self.session_idle_timeout <= 0:
@@ -110,6 +118,7 @@ class InterceptConfig:
             side_user_patterns=tuple(ns.rl_side_user_pattern or []),
             side_no_history_without_tools=bool(ns.rl_side_no_history_without_tools),
             continuity=not ns.rl_no_continuity,
+            train_reasoning=ns.rl_train_reasoning,
         )
 
     @classmethod
@@ -153,4 +162,8 @@ def add_intercept_args(parser: argparse.ArgumentParser, env: Mapping[str, str] |
                    help="treat tool-less single-message requests that continue no session as side turns")
     g.add_argument("--rl-no-continuity", action="store_true",
                    help="do not group header-less requests into sessions by conversation continuity")
+    g.add_argument("--rl-train-reasoning", choices=TRAIN_REASONING, default=DEFAULT_TRAIN_REASONING,
+                   help="keep: train on the whole response, think block included (default); mask: keep the "
+                        "think tokens in the sample with loss mask 0, so only the answer is trained "
+                        "(needs the server's --reasoning-parser)")
     return parser

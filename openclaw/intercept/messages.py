@@ -18,6 +18,10 @@ _INTERNAL_BLOCK = re.compile(re.escape(INTERNAL_BEGIN) + r"[\s\S]*?(?:" + re.esc
 # Printable ASCII only (no spaces, no `|`): user text can imitate the line, and a control
 # character in a session id must never reach the buffer (which rejects it).
 _RUNTIME_SESSION = re.compile(r"(?:^|[\s|])sessionId=([\x21-\x7b\x7d\x7e]{1,256})")
+# A leading think block in an assistant message. The reply is indexed as the client was served it
+# (answer only, with --reasoning-parser; raw text without); clients echo it with the reasoning
+# dropped, or put back in front of the answer: both must fingerprint like the answer.
+_LEADING_THINK = re.compile(r"\A\s*<think>.*?</think>", re.DOTALL)
 
 
 # Utility calls the OpenClaw CLI (npm `openclaw` 2026.9.6) makes besides agent turns, recognised by
@@ -96,6 +100,8 @@ def message_digest(msg: dict[str, Any]) -> bytes:
     text = content_text(msg.get("content"))
     if INTERNAL_BEGIN in text:
         text = _INTERNAL_BLOCK.sub("", text)
+    if role == "assistant" and "<think>" in text:
+        text = _LEADING_THINK.sub("", text, count=1)
     text = text.strip()
     h = hashlib.blake2b(str(role).encode(), digest_size=16)
     h.update(b"\x00")

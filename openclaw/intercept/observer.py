@@ -186,6 +186,8 @@ class InterceptObserver:
         elif trainable and (not response_ids or len(logprobs) != len(response_ids) or not prompt_ids):
             meta["untrainable_reason"] = "missing token ids or 1:1 log-probs"
             trainable = False
+        if getattr(turn, "reasoning_content", None) is not None:
+            trainable = self._mark_reasoning(meta, getattr(turn, "reasoning_span", None), len(response_ids), trainable)
         rec = TurnRecord(
             session_id=decision.session_id,
             turn_index=None,
@@ -213,6 +215,33 @@ class InterceptObserver:
             rec.trainable = False
             meta["untrainable_reason"] = f"invalid: {e}"
         return rec
+
+    def _mark_reasoning(self, meta: dict[str, Any], span: Any, n_response: int, trainable: bool) -> bool:
+        """`metadata["reasoning"]`: the turn had a think block (the judge then never falls back to
+        the raw text), how it is trained and which response tokens it spans. With
+        `--rl-train-reasoning mask` those tokens get loss mask 0 (`loss_mask_zero_spans`, read by
+        openclaw.bridge); they and their log-probs stay in the sample, which must be what the
+        engine generated. Returns whether the turn stays trainable."""
+        mode = self.config.train_reasoning
+        note: dict[str, Any] = {"train": mode}
+        meta["reasoning"] = note
+        if not n_response:  # ids dropped (redacted): nothing to place the block on
+            return trainable
+        if span is None:
+            if mode == "mask" and trainable:
+                # Training it would train the very tokens the operator asked to leave out.
+                meta["untrainable_reason"] = "think block not found in the generated tokens"
+                return False
+            return trainable
+        start, end = max(0, int(span[0])), min(n_response, int(span[1]))
+        note["tokens"] = [start, end]
+        if mode != "mask":
+            return trainable
+        meta["loss_mask_zero_spans"] = [[start, end]]
+        if trainable and start == 0 and end >= n_response:
+            meta["untrainable_reason"] = "only reasoning (no answer tokens) under --rl-train-reasoning mask"
+            return False
+        return trainable
 
     # ------------------------------------------------------------------ maintenance
     def _ensure_maintenance(self) -> None:

@@ -68,7 +68,8 @@ class SessionTracker:
         self._sessions: dict[str, _Session] = {}
         # continuity key -> session ids (most recent last). A key is the fingerprint of
         # (request messages + reply) ("full") or of the request messages alone ("loose": the
-        # client edited the reply it echoes, e.g. stripped reasoning).
+        # client edited the reply it echoes, e.g. reformatted it). A think block echoed in front
+        # of the answer, or dropped, still gives the full key (messages.message_digest).
         self._full: dict[bytes, list[str]] = {}
         self._loose: dict[bytes, list[str]] = {}
 

@@ -13,8 +13,13 @@ MAX_TOOL_CALL_CHARS = 1000
 
 
 def response_text(rec: Any) -> str:
-    """What the assistant said, plus its tool calls (a tool's output judges the call)."""
-    text = rec.content if rec.content is not None else (rec.response_text or "")
+    """What the assistant said, plus its tool calls (a tool's output judges the call). Never the
+    think block: with the server's --reasoning-parser, `content` is the answer without it, and
+    the raw `response_text` (which holds it) is no fallback for a turn that had one."""
+    text = rec.content
+    if text is None:
+        had_reasoning = "reasoning" in (getattr(rec, "metadata", None) or {})
+        text = "" if had_reasoning else (rec.response_text or "")
     calls = []
     for tc in rec.tool_calls or []:
         fn = (tc or {}).get("function") or {}

@@ -36,6 +36,14 @@ from openclaw.server.prompting import (
     tool_mode,
 )
 from openclaw.server.protocol import ChatCompletionRequest
+from openclaw.server.reasoning import (
+    REASONING_PARSERS,
+    ReasoningSplit,
+    ReasoningSplitter,
+    prompt_opens_think,
+    reasoning_token_end,
+    split_reasoning,
+)
 from openclaw.server.rl_control import extract_rl_control
 from openclaw.server.sse import ClosingStreamingResponse, sse_event
 from openclaw.server.state import ServerState
@@ -61,6 +69,9 @@ class ChatPlan:
     completion_id: str
     created: int
     context_fit: dict[str, Any] | None = None  # what was trimmed to fit the context (None: nothing)
+    # --reasoning-parser: whether generation starts inside the think block; None: no splitting
+    # (no parser, or a prefilled tool call, which the output continues and cannot be reasoning).
+    reasoning_inside: bool | None = None
 
 
 def parse_json_object(raw: bytes) -> dict[str, Any]:
@@ -155,8 +166,13 @@ def plan_chat(state: ServerState, req: ChatCompletionRequest, control: RLControl
             validate(gen)
         except ValueError as exc:
             raise OpenAIError(400, str(exc)) from None
+    parser = cfg.engine.reasoning_parser
+    inside = None
+    if parser is not None and not mode.prefill:
+        inside = REASONING_PARSERS[parser] or prompt_opens_think(prompt.text)
     return ChatPlan(req=req, control=control, messages=messages, tools=tools, mode=mode, prompt=prompt, gen=gen,
-                    completion_id=completion_id, created=int(time.time()), context_fit=fit.report)
+                    completion_id=completion_id, created=int(time.time()), context_fit=fit.report,
+                    reasoning_inside=inside)
 
 
 # ---- shaping the output -----------------------------------------------------------------------
@@ -167,6 +183,14 @@ def split_output(plan: ChatPlan, text: str) -> tuple[str | None, list[ParsedTool
     if plan.mode.forced_name:
         return parse_forced_call(full, plan.mode.forced_name)
     return parse_tool_calls(full)
+
+
+def shape_output(plan: ChatPlan, text: str) -> tuple[ReasoningSplit | None, str | None, list[ParsedToolCall]]:
+    """(think block, answer content, tool calls): calls are parsed from the answer only, so a
+    `<tool_call>` the model wrote while thinking is never made."""
+    think = split_reasoning(text, plan.reasoning_inside) if plan.reasoning_inside is not None else None
+    content, calls = split_output(plan, think.content if think is not None else text)
+    return think, content, calls
 
 
 def openai_finish_reason(result: GenerationResult, calls: list[ParsedToolCall]) -> str:
@@ -208,8 +232,22 @@ def fingerprint(result_or_version: GenerationResult | int) -> str:
     return f"openclaw-wv{v}"
 
 
+def reasoning_span(state: ServerState, plan: ChatPlan, result: GenerationResult,
+                   think: ReasoningSplit | None) -> tuple[int, int] | None:
+    """The think block's output-token range, for the intercept's loss mask."""
+    if think is None or think.block_chars is None or state.observer is None:
+        return None
+    end = reasoning_token_end(state.tokenizer, result.output_ids, result.text, think.block_chars,
+                              skip_special_tokens=plan.gen.params.skip_special_tokens)
+    if end is None:
+        log.warning("request %s: the think block could not be placed on the generated tokens",
+                    plan.completion_id)
+        return None
+    return (0, end)
+
+
 def completed_turn(state: ServerState, plan: ChatPlan, result: GenerationResult, content: str | None,
-                   calls: list[ParsedToolCall], finish: str) -> CompletedTurn:
+                   calls: list[ParsedToolCall], finish: str, think: ReasoningSplit | None = None) -> CompletedTurn:
     return CompletedTurn(
         request_id=plan.completion_id, control=plan.control, messages=plan.messages, tools=plan.tools,
         served_model=state.served_model_name, prompt_ids=list(result.prompt_ids),
@@ -217,6 +255,8 @@ def completed_turn(state: ServerState, plan: ChatPlan, result: GenerationResult,
         content=content, tool_calls=[c.to_openai() for c in calls] or None, finish_reason=finish,
         weight_version=result.weight_version, created_at=float(plan.created), finished_at=time.time(),
         metadata={"context_fit": plan.context_fit} if plan.context_fit else {},
+        reasoning_content=think.reasoning if think is not None else None,
+        reasoning_span=reasoning_span(state, plan, result, think),
     )
 
 
@@ -280,10 +320,12 @@ async def complete_json(request: Request, state: ServerState, plan: ChatPlan) ->
     if result is None:
         return Response(status_code=499)  # client closed the connection; nobody reads this
     _check_abort(result)
-    content, calls = split_output(plan, result.text)
+    think, content, calls = shape_output(plan, result.text)
     finish = openai_finish_reason(result, calls)
-    await notify_observer(state, completed_turn(state, plan, result, content, calls, finish))
+    await notify_observer(state, completed_turn(state, plan, result, content, calls, finish, think))
     message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    if plan.reasoning_inside is not None:  # as SGLang: the key is there (null without a block)
+        message["reasoning_content"] = think.reasoning if think is not None else None
     if calls:
         message["tool_calls"] = [c.to_openai() for c in calls]
     body = {
@@ -322,6 +364,7 @@ async def stream_chat(state: ServerState, plan: ChatPlan) -> AsyncIterator[str]:
     make = _ChunkMaker(state, plan)
     want_lp = plan.req.logprobs
     filt = ToolCallStreamFilter() if plan.mode.parse else None
+    splitter = ReasoningSplitter(plan.reasoning_inside) if plan.reasoning_inside is not None else None
     pending_lp: list[dict[str, Any]] = []
     result: GenerationResult | None = None
     version = state.engine.weight_version
@@ -342,7 +385,12 @@ async def stream_chat(state: ServerState, plan: ChatPlan) -> AsyncIterator[str]:
                 if isinstance(ev, TokenEvent):
                     if want_lp and ev.logprob is not None:
                         pending_lp.append(logprob_entry(state.tokenizer, ev.token_id, ev.logprob, ev.top_logprobs))
-                    text = filt.feed(ev.text_delta) if filt is not None else ev.text_delta
+                    text = ev.text_delta
+                    if splitter is not None:
+                        thought, text = splitter.feed(text)
+                        if thought:
+                            yield make({"reasoning_content": thought}, logprobs=lp_payload(), version=version)
+                    text = filt.feed(text) if filt is not None and text else text
                     if text:
                         yield make({"content": text}, logprobs=lp_payload(), version=version)
                 else:
@@ -363,6 +411,13 @@ async def stream_chat(state: ServerState, plan: ChatPlan) -> AsyncIterator[str]:
         return
     if want_lp and _ends_with_stop_token(result) and pending_lp:
         pending_lp.pop()  # the EOS token is not content
+    if splitter is not None:
+        thought, text = splitter.finish()
+        if thought:
+            yield make({"reasoning_content": thought}, logprobs=lp_payload(), version=result.weight_version)
+        text = filt.feed(text) if filt is not None and text else text
+        if text:
+            yield make({"content": text}, logprobs=lp_payload(), version=result.weight_version)
     calls: list[ParsedToolCall] = []
     if filt is not None:
         tail, calls = filt.finish()
@@ -374,10 +429,10 @@ async def stream_chat(state: ServerState, plan: ChatPlan) -> AsyncIterator[str]:
         if calls:
             delta = {"tool_calls": [dict(c.to_openai(), index=i) for i, c in enumerate(calls)]}
             yield make(delta, logprobs=lp_payload(), version=result.weight_version)
-    content, _ = split_output(plan, result.text)
+    think, content, _ = shape_output(plan, result.text)
     finish = openai_finish_reason(result, calls)
     try:
-        await notify_observer(state, completed_turn(state, plan, result, content, calls, finish))
+        await notify_observer(state, completed_turn(state, plan, result, content, calls, finish, think))
     except OpenAIError as err:
         yield sse_event(err.body())
         return

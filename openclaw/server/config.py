@@ -23,6 +23,7 @@ from openclaw.judge.config import (
     add_judge_args,
     judge_arg_dests,
 )
+from openclaw.server.reasoning import REASONING_PARSERS, unknown_parser_message
 
 BACKENDS = ("hf", "sglang", "vllm", "tinker")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -63,8 +64,14 @@ class EngineConfig:
     tp_size: int = 1
     mem_fraction_static: float | None = None
     context_length: int | None = None
+    # The server splits `<think>` blocks into reasoning_content itself (openclaw.server.reasoning),
+    # so it must know the format; SGLang also gets the name when the server launches it.
     reasoning_parser: str | None = None
     tool_call_parser: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.reasoning_parser is not None and self.reasoning_parser not in REASONING_PARSERS:
+            raise ConfigError(unknown_parser_message(self.reasoning_parser))
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,12 @@ class ServerConfig:
     body_timeout: float = 60.0
     engine: EngineConfig = field(default_factory=EngineConfig)
     rl: RLConfig = field(default_factory=RLConfig)
+
+    def __post_init__(self) -> None:
+        if self.rl.intercept.train_reasoning == "mask" and self.engine.reasoning_parser is None:
+            # Nothing would find the think block to mask: every token would still be trained.
+            raise ConfigError("--rl-train-reasoning mask needs --reasoning-parser (e.g. qwen3): the parser "
+                              "marks the think tokens the loss mask leaves out")
 
     @property
     def max_body_bytes(self) -> int:
@@ -152,7 +165,9 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--tp-size", "--tp", type=int, default=1, dest="tp_size")
     p.add_argument("--mem-fraction-static", type=float, default=None)
     p.add_argument("--context-length", type=int, default=None)
-    p.add_argument("--reasoning-parser", default=None)
+    p.add_argument("--reasoning-parser", default=None, metavar="NAME",
+                   help=f"split the model's <think> block into reasoning_content ({', '.join(REASONING_PARSERS)}); "
+                        "default: none, the raw text is the content")
     p.add_argument("--tool-call-parser", default=None)
     p.add_argument("--allowed-host", action="append", default=[], dest="allowed_hosts", metavar="HOST",
                    help="repeatable: another Host header value to accept (e.g. a DNS name the server is reached "

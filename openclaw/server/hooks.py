@@ -48,13 +48,18 @@ class CompletedTurn:
     output_ids: list[int]
     output_logprobs: list[float]  # 1:1 with output_ids, always computed when an observer is set
     text: str  # raw decoded model output
-    content: str | None  # assistant content after tool-call extraction
+    content: str | None  # assistant content after reasoning and tool-call extraction
     tool_calls: list[dict[str, Any]] | None  # OpenAI shape
     finish_reason: str  # OpenAI finish_reason
     weight_version: int
     created_at: float
     finished_at: float
     metadata: dict[str, Any] = field(default_factory=dict)  # merged into the record's metadata (e.g. context_fit)
+    # --reasoning-parser: the think block's text (None: the output had none) and the range of
+    # output tokens it spans, tags included (None also when it could not be placed on the tokens).
+    # `content` never holds it; `text` and the token ids always do.
+    reasoning_content: str | None = None
+    reasoning_span: tuple[int, int] | None = None
 
 
 class TurnObserver(Protocol):
