@@ -1,11 +1,46 @@
 #!/usr/bin/env bash
-# Install OpenClaw-RL on a fresh CPU machine (idempotent). GPU extras: requirements-gpu.txt.
+# Install OpenClaw-RL on a fresh machine (idempotent).
+#   bash scripts/setup.sh                CPU: torch 2.13.0 (CPU) + requirements.txt
+#   bash scripts/setup.sh --gpu          CUDA: requirements-gpu.txt (CUDA torch, SGLang) instead of requirements.txt
+#   bash scripts/setup.sh --gpu --force  the same where nvidia-smi is missing (building an image for GPU hosts)
 set -euo pipefail
+GPU=0
+FORCE=0
+for arg in "$@"; do
+    case $arg in
+        --gpu) GPU=1 ;;
+        --force) FORCE=1 ;;
+        -h | --help) sed -n '2,5p' "$0"; exit 0 ;;
+        *) echo "setup.sh: unknown option '$arg' (options: --gpu, --force)" >&2; exit 2 ;;
+    esac
+done
+if [ "$FORCE" = 1 ] && [ "$GPU" = 0 ]; then
+    echo "setup.sh: --force only applies to --gpu" >&2; exit 2
+fi
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-# torch first and pinned: anything that asks for plain `torch` would otherwise pull a CUDA build.
-$PY -m pip install -q "torch==2.13.0"
-$PY -m pip install -q -r requirements.txt
+if [ "$GPU" = 1 ]; then
+    # Refused rather than installed blind: gigabytes of CUDA wheels are useless without an NVIDIA driver.
+    if ! command -v nvidia-smi >/dev/null 2>&1 && [ "$FORCE" = 0 ]; then
+        echo "setup.sh --gpu: nvidia-smi not found, so this machine has no usable NVIDIA driver." >&2
+        echo "  CPU install: bash scripts/setup.sh" >&2
+        echo "  installing the GPU set anyway (e.g. building an image for GPU hosts): bash scripts/setup.sh --gpu --force" >&2
+        exit 1
+    fi
+    TORCH_PIN=$(grep -oE '^torch==[^[:space:]#]+' requirements-gpu.txt)
+    # A local CPU build (2.14.1+cpu) satisfies `torch==2.14.1` as well, so pip would keep it.
+    if $PY -c 'import importlib.metadata as m, sys; sys.exit("+cpu" not in m.version("torch"))' 2>/dev/null; then
+        $PY -m pip uninstall -q -y torch
+    fi
+    # CUDA torch first, on its own: the largest download, and the rest then resolves against it.
+    $PY -m pip install -q "$TORCH_PIN"
+    $PY -m pip install -q -r requirements-gpu.txt
+    $PY -c 'import torch; assert torch.version.cuda, f"torch {torch.__version__} is not a CUDA build"; print(f"torch {torch.__version__}, CUDA {torch.version.cuda}")'
+else
+    # torch first and pinned: anything that asks for plain `torch` would otherwise pull a CUDA build.
+    $PY -m pip install -q "torch==2.13.0"
+    $PY -m pip install -q -r requirements.txt
+fi
 $PY -m pip install -q --no-deps -r requirements-embedded.txt
 $PY -m pip install -q --no-deps -e . -e slime
 if [ -f scripts/setup-system.sh ]; then bash scripts/setup-system.sh; fi
