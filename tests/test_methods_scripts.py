@@ -114,7 +114,8 @@ def test_cpu_preset_dry_run_parses(script: str, tmp_path: Path) -> None:
 
 def test_combine_weights_and_existing_cluster(tmp_path: Path) -> None:
     out = _dry_run("openclaw-combine/run_qwen3_7b_openclaw_combine.sh", tmp_path, OPENCLAW_COMBINE_W_OPD="0.25",
-                   OPENCLAW_COMBINE_W_RL="2.0", RAY_ADDRESS="http://10.0.0.1:8265")
+                   OPENCLAW_COMBINE_W_RL="2.0", RAY_ADDRESS="http://10.0.0.1:8265",
+                   OPENCLAW_HOST="0.0.0.0", OPENCLAW_API_KEY="cluster-key-123456")  # the cluster's nodes reach it
     assert out.returncode == 0, out.stderr
     assert "would run ray-head" not in out.stdout  # a cluster is given: no head is started
     assert _line(out.stdout, "submit")[3:7] == ["--address", "http://10.0.0.1:8265", "--working-dir", "."]
@@ -135,7 +136,9 @@ def test_gpu_without_model_path_is_refused(tmp_path: Path) -> None:
     out = _dry_run("openclaw-rl/run_qwen3_7b_openclaw_rl.sh", tmp_path, PATH=f"{bin_dir}:{os.environ['PATH']}",
                    MODEL_PATH=str(tmp_path))
     assert out.returncode == 0, out.stderr
-    assert "rollout (SGLang) on 1, training on 0" in out.stdout
+    assert "training (Ray actors, one per GPU) : GPU 0\n" in out.stdout
+    assert "rollout  (the server, SGLang)      : GPU 1\n" in out.stdout
+    assert 'server env: {"CUDA_VISIBLE_DEVICES": "1"' in out.stdout  # placed: the engine sees GPU 1 only
     server = _line(out.stdout, "server")
     assert server[server.index("--backend") + 1] == "sglang"
     assert _runtime_env(out.stdout)["env_vars"]["CUDA_VISIBLE_DEVICES"] == "0"

@@ -41,6 +41,8 @@ class JudgeConfig:
     judge_url: str | None = None  # OpenAI-compatible base URL, e.g. http://127.0.0.1:8001/v1
     judge_model: str | None = None  # model name sent to the endpoint (default: first of /v1/models)
     prm_model_path: str | None = None  # launch `python -m openclaw.server` on this model
+    prm_backend: str = "hf"  # that server's engine: hf, or sglang over prm_tp_size GPUs
+    prm_tp_size: int = 1
     m: int = DEFAULT_MAJORITY_VOTE_N  # votes per turn (--prm-m / --majority-vote-n)
     threshold: float = DEFAULT_MAJORITY_VOTE_THRESHOLD
     temperature: float = 0.6
@@ -82,6 +84,9 @@ class JudgeConfig:
             raise JudgeConfigError("--judge-backend llm needs --judge-url or --prm-model-path (or JUDGE_MODEL_PATH)")
         if self.backend == "custom" and not self.custom_rm_path:
             raise JudgeConfigError("--judge-backend custom needs --custom-rm-path")
+        if self.prm_tp_size < 1 or (self.prm_backend == "hf" and self.prm_tp_size > 1):
+            raise JudgeConfigError(f"--prm-tp-size {self.prm_tp_size}: tensor parallelism of the judge model needs "
+                                   "--prm-backend sglang (and >= 1)")
 
     @property
     def hint_votes(self) -> int:
@@ -114,7 +119,8 @@ class JudgeConfig:
             backend = "llm"
         return cls(
             backend=backend, num_workers=args.num_judge_workers, judge_url=args.judge_url,
-            judge_model=args.judge_model, prm_model_path=args.prm_model_path, m=args.prm_m,
+            judge_model=args.judge_model, prm_model_path=args.prm_model_path, prm_backend=args.prm_backend,
+            prm_tp_size=args.prm_tp_size, m=args.prm_m,
             threshold=args.majority_vote_threshold, temperature=args.judge_temperature,
             max_tokens=args.judge_max_tokens, timeout_s=args.judge_timeout, retries=args.judge_retries,
             extract_hints=args.judge_hints, hint_m=args.hint_m, hint_min_chars=args.hint_min_chars,
@@ -177,6 +183,10 @@ def add_judge_args(parser: argparse.ArgumentParser, env: Mapping[str, str] | Non
     g.add_argument("--prm-model-path", "--judge-model-path", dest="prm_model_path",
                    default=_env(env, "PRM_MODEL_PATH", "JUDGE_MODEL_PATH"),
                    help="launch `python -m openclaw.server` on this model as the judge")
+    g.add_argument("--prm-backend", choices=("hf", "sglang"), default="hf",
+                   help="the --prm-model-path server's engine (sglang: on the GPUs it is given, --prm-tp-size of them)")
+    g.add_argument("--prm-tp-size", "--prm-num-gpus-per-engine", dest="prm_tp_size", type=int, default=1,
+                   help="tensor parallelism of the sglang judge engine")
     g.add_argument("--prm-m", "--majority-vote-n", dest="prm_m", type=int,
                    default=_env_number(env, int, DEFAULT_MAJORITY_VOTE_N, "MAJORITY_VOTE_N", "PRM_M"),
                    help=f"judge votes per turn (env MAJORITY_VOTE_N; default {DEFAULT_MAJORITY_VOTE_N})")

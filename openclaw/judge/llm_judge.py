@@ -29,7 +29,9 @@ class LLMJudge:
             if not url:
                 assert config.prm_model_path, "validated by JudgeConfig"
                 log.info("launching judge server on %s", config.prm_model_path)
-                self._server = launch_judge_server(config.prm_model_path)
+                engine = [] if config.prm_backend == "hf" and config.prm_tp_size == 1 else \
+                    ["--backend", config.prm_backend, "--tp-size", str(config.prm_tp_size)]
+                self._server = launch_judge_server(config.prm_model_path, extra_args=engine)
                 url = self._server.base_url
             client = ChatClient(url, config.api_key(), config.timeout_s, config.retries, config.judge_model)
         self.client = client

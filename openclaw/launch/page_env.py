@@ -9,7 +9,7 @@ really reads, or a `LaunchError` saying why it does not apply. Nothing documente
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from openclaw.launch.names import passthrough
@@ -37,7 +37,12 @@ def flag_bool(s: Settings, name: str) -> bool | None:
 
 
 def _int(s: Settings, name: str, low: int = 0) -> int | None:
-    raw = s.get(name)
+    return int_value(s.get, name, low)
+
+
+def int_value(get: Callable[[str], str | None], name: str, low: int = 0) -> int | None:
+    """A setting that must be an integer >= `low` (None when unset)."""
+    raw = get(name)
     if raw is None:
         return None
     try:
@@ -58,6 +63,7 @@ class PageEnv:
     judge: list[str] = field(default_factory=list)
     job_env: dict[str, str] = field(default_factory=dict)
     drop_preset_lora: bool = False
+    use_lora: bool = False  # USE_LORA=true or a LORA_RANK/ALPHA/DROPOUT: the run trains an adapter
     gpus_per_node: int | None = None
     became: dict[str, str] = field(default_factory=dict)  # VAR -> what it became, for the plan
 
@@ -71,7 +77,7 @@ def read_page_env(s: Settings, recipe_name: str, live: bool) -> PageEnv:
         raise LaunchError(f"VALUE_CLIP={s.get('VALUE_CLIP')} {CRITIC_FREE}; unset it")
     _lora(s, out)
     # passed as is: the owner's parser checks the value and names its flag
-    for component, argv in (("trainer", out.trainer), ("judge", out.judge)):
+    for component, argv in (("trainer", out.trainer), ("judge", out.judge), ("server", out.server)):
         for var, flag in passthrough(component, recipe_name):
             if s.get(var) is not None:
                 argv += [flag, s.get(var) or ""]
@@ -87,6 +93,8 @@ def read_page_env(s: Settings, recipe_name: str, live: bool) -> PageEnv:
 
 def _lora(s: Settings, out: PageEnv) -> None:
     use = flag_bool(s, "USE_LORA")
+    out.use_lora = bool(use) or (use is None and any(s.get(v) is not None for v in ("LORA_RANK", "LORA_ALPHA",
+                                                                                   "LORA_DROPOUT")))
     if use:
         out.trainer.append("--use-lora")
         out.note("USE_LORA", "trainer --use-lora")

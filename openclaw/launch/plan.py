@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from openclaw.launch.config_file import ConfigFile, config_path, read_config_file
+from openclaw.launch.layout import GpuLayout, plan_layout
+from openclaw.launch.model_presets import ModelPreset, find_preset
 from openclaw.launch.names import ENV, LAUNCHER_FLAGS, NAMES, SECRETS
 from openclaw.launch.page_env import batch_flags, read_page_env
 from openclaw.launch.recipes import (
@@ -100,12 +102,16 @@ class Plan:
             lines.append(f"server env: {json.dumps(self.server.env, sort_keys=True)}")
         if self.judge is not None:
             lines.append(f"would run judge: {self.judge.shell()}")
+            if self.judge.env:
+                lines.append(f"judge env: {json.dumps(self.judge.env, sort_keys=True)}")
             shown = " ".join(f"{k}={v}" for k, v in self.judge_settings.items())
             lines.append(f"judge settings: {shown} (defaults from openclaw.judge)")
         for cmd in self.imports:
             lines.append(f"would run import: {cmd.shell()}")
         if self.ray_head is not None:
             lines.append(f"would run ray-head: {self.ray_head.shell()}")
+            if self.ray_head.env:
+                lines.append(f"ray-head env: {json.dumps(self.ray_head.env, sort_keys=True)}")
         else:
             lines.append(f"ray: using the cluster at RAY_ADDRESS={self.ray_address} (no head is started)")
         lines.append(f"runtime env: {json.dumps(masked(self.runtime_env), sort_keys=True)}")
@@ -137,15 +143,6 @@ def _prescan_launcher_flags(argv: Sequence[str]) -> dict[str, tuple[str, str]]:
             elif i + 1 < len(argv):
                 out[LAUNCHER_FLAGS[flag]] = (argv[i + 1], flag)
     return out
-
-
-def _gpu_split(s: Settings) -> tuple[str, str]:
-    if s.train_gpus and s.rollout_gpus:
-        return s.train_gpus, s.rollout_gpus
-    half = s.num_gpus // 2 if s.num_gpus > 1 else 1
-    train = s.train_gpus or ",".join(str(i) for i in range(half))
-    rollout = s.rollout_gpus or (",".join(str(i) for i in range(half, s.num_gpus)) if s.num_gpus > 1 else "0")
-    return train, rollout
 
 
 def _choose(preset: Preset, s: Settings) -> list[str]:
@@ -186,15 +183,21 @@ def _is_path(value: str) -> bool:
     return value.startswith(("/", ".", "~"))
 
 
-def _check_paths(s: Settings, recipe: Recipe) -> None:
-    """Every path a setting names exists, or the launch stops before anything starts, naming it."""
+def _check_paths(s: Settings, recipe: Recipe, elsewhere: bool) -> list[str]:
+    """Every path a setting names exists, or the launch stops before anything starts, naming it.
+    `elsewhere`: a dry run planning for GPUs this machine lacks (NUM_GPUS), where the models are on the
+    GPU machine: a missing model folder is a note there. Returns the notes."""
     def missing(name: str, value: str) -> LaunchError:
         return LaunchError(f"{s.shown(name, value)} does not exist")
 
+    notes = []
     for name in ("MODEL_PATH", "PRM_MODEL_PATH"):
         value = s.values.get(name)
         if value and _is_path(value) and not Path(value).expanduser().exists():
-            raise missing(name, value)
+            if not elsewhere:
+                raise missing(name, value)
+            notes.append(f"note: {s.shown(name, value)} is not on this machine (a dry run for NUM_GPUS GPUs: "
+                         "planned anyway; the launch on the GPU machine checks it)")
     if s.resume_ckpt is not None and not s.resume_ckpt.exists():
         raise missing("RESUME_CKPT", str(s.resume_ckpt))
     if recipe.kind == "live":
@@ -202,6 +205,7 @@ def _check_paths(s: Settings, recipe: Recipe) -> None:
             if not Path(s.abspath(item)).exists():
                 raise LaunchError(f"{s.shown('DATA_PATH', s.data_path or '')}: {item} does not exist (session files "
                                   "or folders of them, imported into the buffer)")
+    return notes
 
 
 def _check_judge_paths(judge_args: Sequence[str]) -> None:
@@ -340,14 +344,12 @@ def build_plan(recipe_name: str, argv: Sequence[str], env: Mapping[str, str], re
     page = read_page_env(s, recipe.name, recipe.kind == "live")  # env vars that become flags
     if page.gpus_per_node is not None:
         s = _replace(s, num_gpus=page.gpus_per_node)
-    named = [f"{n}={v}" for n, v in (("TRAIN_GPUS", s.train_gpus), ("ROLLOUT_GPUS", s.rollout_gpus)) if v]
-    if named and s.num_gpus == 0:
-        raise LaunchError(f"{' '.join(named)} name GPUs, and there are none here (nvidia-smi -L lists none"
-                          f"{'; GPUS_PER_NODE=0' if page.gpus_per_node == 0 else ''}): unset them to run on CPU")
-    _check_paths(s, recipe)
+    found = s.num_gpus
+    layout = plan_layout(s.get, found, bool(s.prm_model_path), s.dry_run)
+    s = _replace(s, num_gpus=layout.total if layout else 0)
+    messages: list[str] = _check_paths(s, recipe, elsewhere=bool(layout and layout.total > found))
     model_path = s.model_path
     cpu_preset = s.num_gpus == 0 and not model_path
-    messages: list[str] = []
     label = ""
     if cpu_preset:
         model_path, label = cpu_model(s, recipe)
@@ -388,12 +390,24 @@ def build_plan(recipe_name: str, argv: Sequence[str], env: Mapping[str, str], re
     imports: list[Command] = []
     judge_settings: dict[str, object] = {}
     base_url: str | None = None
+    model: ModelPreset | None = None
+    lora = page.use_lora or "--use-lora" in (s.lora_args or ())
+    if recipe.kind == "live" and layout is not None:
+        model = find_preset(model_path, s.get("MODEL_PRESET"))
+        if model is None:
+            messages.append(f"note: no model preset fits {model_path} (MODEL_PRESET names one of the presets: "
+                            "openclaw/launch/model_presets.py); the generic GPU defaults apply")
+        else:
+            if layout.colocated and layout.total == 1 and not lora:
+                raise LaunchError(f"{model.name} on one GPU: full fine-tuning does not fit beside the engine; use the "
+                                  "LoRA script (run_qwen3_7b_lora_*.sh) or USE_LORA=true")
+            messages += model.describe(layout, lora)
+    elif s.get("MODEL_PRESET") and recipe.kind == "live":
+        messages.append("note: MODEL_PRESET is not used: it sets the GPU recipes' defaults, and this plan runs on CPU")
     if recipe.kind == "live":
-        trainer, server, judge, imports, base_url, num_gpus_line = _live(s, recipe, method_args, job_env)
-        if num_gpus_line:
-            messages.append(num_gpus_line)
+        trainer, server, judge, imports, base_url = _live(s, recipe, method_args, job_env, layout, model)
     else:
-        trainer = _track(s, recipe, method_args, job_env)
+        trainer = _track(s, recipe, method_args, job_env, layout)
         prepare = [Command("prepare", c) for c in recipe.prepare(s, cpu_preset)]
     # The server and judge first: the CPU banner names the engine and the judge that will run.
     judge_line = ""
@@ -411,7 +425,13 @@ def build_plan(recipe_name: str, argv: Sequence[str], env: Mapping[str, str], re
         serving = (f"the running server at {s.server_url}" if server is None else
                    f"embedded transformers engine (python -m openclaw.server --backend {backend})" if backend == "hf"
                    else f"python -m openclaw.server --backend {backend}")
-        preset = live_preset(s, recipe.name, cpu_preset, label, serving, judge_line)
+        preset = live_preset(s, recipe.name, cpu_preset, label, serving, judge_line, model, lora)
+        if layout is not None and judge is not None:
+            engine = "the server, " + ("SGLang" if backend == "sglang" else "embedded engine")
+            messages += layout.lines(engine, "the judge model" if s.prm_model_path else None)
+            if s.prm_model_path and not layout.prm:
+                messages.append("note: no GPU is left for the judge model: it runs on the CPU (PRM_GPUS, or NUM_GPUS "
+                                "with more GPUs, gives it its own)")
     else:
         preset = track_preset(s, recipe.name, cpu_preset, label, _episode_vars(recipe, method_args))
     if preset.banner:
@@ -435,10 +455,15 @@ def build_plan(recipe_name: str, argv: Sequence[str], env: Mapping[str, str], re
         ray_address = s.ray_address
     else:
         temp_dir = Path("/tmp") / f"ocl-ray-{launch_tag}"  # short: Ray's unix socket paths are limited
+        # A live run's engine and judge are the server's and judge's processes: the head gets only the
+        # training GPUs, so the trainer's placement group cannot take theirs.
+        head_gpus, head_env = s.num_gpus, {}
+        if layout is not None and recipe.kind == "live":
+            head_gpus, head_env = len(layout.actor), {"CUDA_VISIBLE_DEVICES": layout.ids(layout.actor)}
         ray_address = f"http://127.0.0.1:{s.ray_dashboard_port}"
         head = ["ray", "start", "--head", "--block", "--port", s.get("RAY_PORT") or str(free_port()),
                 "--dashboard-host", "127.0.0.1", "--dashboard-port", str(s.ray_dashboard_port),
-                "--include-dashboard", "true", "--num-gpus", str(s.num_gpus), "--disable-usage-stats",
+                "--include-dashboard", "true", "--num-gpus", str(head_gpus), "--disable-usage-stats",
                 # Ray's fixed default ports collide with any other Ray on the machine: all private.
                 "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
                 "--dashboard-agent-grpc-port", str(free_port()), "--metrics-export-port", str(free_port()),
@@ -447,7 +472,7 @@ def build_plan(recipe_name: str, argv: Sequence[str], env: Mapping[str, str], re
                 "--min-worker-port", "20000", "--max-worker-port", "29999", "--temp-dir", str(temp_dir)]
         if s.ray_num_cpus or (recipe.kind == "track" and cpu_preset):
             head += ["--num-cpus", s.ray_num_cpus or "2"]
-        ray_head = Command("ray-head", head, log=s.log_dir / "ray_head.log")
+        ray_head = Command("ray-head", head, env=head_env, log=s.log_dir / "ray_head.log")
     runtime_env = {"env_vars": job_env}
     runtime_env_file = s.log_dir / f"runtime_env-{submission_id}.json"
     submit = Command("submit", ["ray", "job", "submit", "--address", ray_address, "--working-dir", ".",
@@ -474,17 +499,17 @@ def _check_trainer(trainer: list[str]) -> None:
         raise LaunchError(f"the trainer refuses its command line: {exc}") from None
 
 
-def _live(s: Settings, recipe: Recipe, method_args: list[str],
-          job_env: dict[str, str]) -> tuple[list[str], Command | None, Command, list[Command], str, str]:
+def _live(s: Settings, recipe: Recipe, method_args: list[str], job_env: dict[str, str], layout: GpuLayout | None,
+          model: ModelPreset | None) -> tuple[list[str], Command | None, Command, list[Command], str]:
     """The launcher's own values of the live run's commands (the layers after them come in build_plan)."""
     assert s.model_path is not None
     buf = str(s.rl_buffer_dir)
-    note = ""
-    if s.num_gpus:
-        train_gpus, rollout_gpus = _gpu_split(s)
-        note = f"{recipe.name}: {s.num_gpus} GPU(s): rollout (SGLang) on {rollout_gpus}, training on {train_gpus}"
-        backend, n_train, server_env = "sglang", len(train_gpus.split(",")), {"CUDA_VISIBLE_DEVICES": rollout_gpus}
-        job_env["CUDA_VISIBLE_DEVICES"] = train_gpus
+    judge_env: dict[str, str] = {}
+    if layout is not None:
+        backend, n_train = "sglang", len(layout.actor)
+        server_env = {"CUDA_VISIBLE_DEVICES": layout.ids(layout.rollout)}
+        job_env["CUDA_VISIBLE_DEVICES"] = layout.ids(layout.actor)
+        judge_env["CUDA_VISIBLE_DEVICES"] = layout.ids(layout.prm)  # none: the judge model runs on the CPU
     else:
         backend, n_train, server_env = "hf", 1, {}
         job_env["CUDA_VISIBLE_DEVICES"] = ""
@@ -499,10 +524,15 @@ def _live(s: Settings, recipe: Recipe, method_args: list[str],
     else:
         server = Command(SERVER, [s.python, "-m", "openclaw.server", "--model-path", s.model_path, "--backend", backend,
                                   "--host", s.host, "--port", str(s.port), "--enable-rl-intercept",
-                                  "--rl-buffer-dir", buf], env=server_env, log=s.log_dir / "server.log")
-        host = "127.0.0.1" if s.host in ("0.0.0.0", "::", "") else s.host
-        base_url = f"http://{host}:{s.port}"
-    judge = Command(JUDGE, [s.python, "-m", "openclaw.judge", "--rl-buffer-dir", buf], log=s.log_dir / "judge.log")
+                                  "--rl-buffer-dir", buf,
+                                  *(model.server_flags(layout) if model and layout else [])],
+                         env=server_env, log=s.log_dir / "server.log")
+        base_url = f"http://{_server_address_for_trainer(s)}:{s.port}"
+    # a judge model on GPUs of its own: SGLang over all of them (one engine, tensor parallel)
+    judge_engine = ["--prm-backend", "sglang", "--prm-tp-size", str(len(layout.prm))] \
+        if layout is not None and layout.prm and s.prm_model_path else []
+    judge = Command(JUDGE, [s.python, "-m", "openclaw.judge", "--rl-buffer-dir", buf, *judge_engine], env=judge_env,
+                    log=s.log_dir / "judge.log")
     # DATA_PATH: files or folders of session files; the offline importer keeps session ids, imports a
     # file once, and prints each turn that will not train with its reason.
     data_paths = [s.abspath(f) for f in (s.data_path or "").split()]
@@ -516,7 +546,33 @@ def _live(s: Settings, recipe: Recipe, method_args: list[str],
                *method_args, "@PRESET@"]
     if s.resume_ckpt:
         trainer += ["--resume-from-checkpoint", str(s.resume_ckpt)]
-    return trainer, server, judge, imports, base_url, note
+    return trainer, server, judge, imports, base_url
+
+
+def _is_loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _server_address_for_trainer(s: Settings) -> str:
+    """The server's address as the trainer's node reaches it. With a private head the trainer runs on
+    this node (loopback). On a cluster (RAY_ADDRESS) it may run on another node: a server listening on
+    every interface is reached at this node's IP, discovered the way Ray finds a node's own address
+    (the interface that routes to the head); a loopback-only server cannot be reached and is refused."""
+    wildcard = s.host in ("0.0.0.0", "::", "")
+    if s.ray_address is None:
+        return "127.0.0.1" if wildcard else s.host
+    head = s.ray_address.split("://", 1)[-1].rsplit(":", 1)[0]
+    if _is_loopback(head):
+        return "127.0.0.1" if wildcard else s.host
+    if wildcard:
+        import ray.util
+
+        return ray.util.get_node_ip_address(f"{head}:80")
+    if _is_loopback(s.host):
+        raise LaunchError(f"the trainer runs on the Ray cluster at RAY_ADDRESS={s.ray_address}, whose other nodes "
+                          f"cannot reach a server on {s.host}: set OPENCLAW_HOST=0.0.0.0 (and OPENCLAW_API_KEY, which "
+                          "an exposed server requires), or OPENCLAW_HOST=<this node's IP>")
+    return s.host
 
 
 def _episode_vars(recipe: Recipe, method_args: list[str]) -> dict[str, str]:
@@ -527,14 +583,17 @@ def _episode_vars(recipe: Recipe, method_args: list[str]) -> dict[str, str]:
             "NUM_ROLLOUT": value("--num-rollout")}
 
 
-def _track(s: Settings, recipe: Recipe, method_args: list[str], job_env: dict[str, str]) -> list[str]:
-    """The launcher's own values of a track's trainer command (the layers after them come in build_plan)."""
+def _track(s: Settings, recipe: Recipe, method_args: list[str], job_env: dict[str, str],
+           layout: GpuLayout | None) -> list[str]:
+    """The launcher's own values of a track's trainer command (the layers after them come in build_plan).
+    A layout the user gave becomes the trainer's GPU counts (its engines run inside the job: Ray places
+    them); without one, slime's own defaults apply."""
     assert s.model_path is not None
     cluster: list[str] = []
-    if s.train_gpus:
-        cluster += ["--actor-num-gpus-per-node", str(len(s.train_gpus.split(",")))]
-    if s.rollout_gpus:
-        cluster += ["--rollout-num-gpus", str(len(s.rollout_gpus.split(",")))]
+    asked = any(s.values.get(n) for n in ("TRAIN_GPUS", "ROLLOUT_GPUS", "ACTOR_GPUS", "NUM_GPUS"))
+    if layout is not None and asked:
+        cluster += ["--actor-num-gpus-per-node", str(len(layout.actor))]
+        cluster += ["--colocate"] if layout.colocated else ["--rollout-num-gpus", str(len(layout.rollout))]
     if s.resume_ckpt:
         cluster += ["--resume-from-checkpoint", str(s.resume_ckpt)]
     job_env.update(recipe.job_env(s))

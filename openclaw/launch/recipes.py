@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from openclaw.launch.model_presets import ModelPreset
 from openclaw.launch.settings import LaunchError, Settings
 
 # The buffer-to-trainer bridge is library code (openclaw.bridge): the trainer's data source.
@@ -96,9 +97,10 @@ def _combine(s: Settings, cpu: bool) -> list[str]:
 
 
 def live_preset(s: Settings, name: str, cpu_preset: bool, model_label: str = "", serving: str = "",
-                judge: str = "") -> Preset:
+                judge: str = "", model: ModelPreset | None = None, lora: bool = False) -> Preset:
     """The live methods' presets; the CPU banner names the model, the server's engine and the judge
-    this plan runs (`serving`, `judge`: built from the plan's own commands)."""
+    this plan runs (`serving`, `judge`: built from the plan's own commands). On GPUs a model preset
+    (model_presets.py), when one fits, gives the rollout, optimizer and memory flags."""
     ckpt = ("--save-dir", str(s.ckpt_save_dir))
     if cpu_preset:
         # 8 live turns per step, one GRPO group (baseline = their mean score; openclaw-rl/README.md)
@@ -114,6 +116,10 @@ def live_preset(s: Settings, name: str, cpu_preset: bool, model_label: str = "",
                     "   training: slime FSDP on CPU, LoRA\n"
                     f" Set MODEL_PATH (and use GPUs) for the {s.model_size} setup.\n{'=' * 78}"),
         )
+    if model is not None:
+        # the memory flags ride with the optimizer group: OPTIMIZER_ARGS replaces both
+        return Preset(rollout=model.rollout_flags(), optimizer=(*model.optimizer_flags(lora), *model.memory_flags()),
+                      lora=model.lora_flags() if lora else (), ckpt=("--save-interval", "50", *ckpt))
     return Preset(
         rollout=("--rollout-batch-size", "1", "--n-samples-per-prompt", "16", "--rollout-temperature", "1.0"),
         optimizer=("--lr", "1e-6", "--weight-decay", "0.01", "--adam-beta1", "0.9", "--adam-beta2", "0.999"),

@@ -87,7 +87,7 @@ def execute(plan: Plan, env: Mapping[str, str]) -> int:
             server = None
         if plan.judge is not None:
             shown = " ".join(f"{k}={v}" for k, v in plan.judge_settings.items())
-            judge = sup.start("judge", plan.judge.argv, child_env, s.repo, plan.judge.log)
+            judge = sup.start("judge", plan.judge.argv, {**child_env, **plan.judge.env}, s.repo, plan.judge.log)
             _say(f"{plan.recipe.name}: started the judge (pid {judge.proc.pid}, {shown}, log {plan.judge.log})")
         if plan.base_url is not None:
             _wait(f"the server at {plan.base_url} was healthy", lambda: _http_ok(f"{plan.base_url}/health", s.api_key),
@@ -100,7 +100,8 @@ def execute(plan: Plan, env: Mapping[str, str]) -> int:
             if done.returncode != 0:
                 raise LaunchError(f"importing sessions failed (exit {done.returncode}): {cmd.shell()}")
         if plan.ray_head is not None:
-            head = sup.start("ray-head", plan.ray_head.argv, child_env, s.repo, plan.ray_head.log, grace_s=HEAD_GRACE_S)
+            head = sup.start("ray-head", plan.ray_head.argv, {**child_env, **plan.ray_head.env}, s.repo, plan.ray_head.log,
+                             grace_s=HEAD_GRACE_S)
             _wait(f"the Ray head at {plan.ray_address} answered", lambda: _http_ok(f"{plan.ray_address}/api/version"),
                   head, s.ray_start_timeout)
             _say(f"{plan.recipe.name}: started a private Ray head at {plan.ray_address} (pid {head.proc.pid}); "

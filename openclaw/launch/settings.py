@@ -93,8 +93,6 @@ class Settings:
     ckpt_save_dir: Path | None = None
     resume_ckpt: Path | None = None
     log_dir: Path = Path("logs")
-    train_gpus: str | None = None
-    rollout_gpus: str | None = None
     num_gpus: int = 0
     # judge (None: the judge package's default)
     prm_model_path: str | None = None
@@ -161,8 +159,6 @@ class Settings:
             ckpt_save_dir=path("CKPT_SAVE_DIR"),
             resume_ckpt=path("RESUME_CKPT"),
             log_dir=path("LOG_DIR", "logs"),
-            train_gpus=get("TRAIN_GPUS"),
-            rollout_gpus=get("ROLLOUT_GPUS"),
             num_gpus=count_gpus(env),
             prm_model_path=get("PRM_MODEL_PATH"),
             host=get("OPENCLAW_HOST") or "127.0.0.1",
