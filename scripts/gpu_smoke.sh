@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# One-GPU smoke test of the production path: megatron-core training + SGLang rollout,
-# a 2-step GRPO run, weight sync to the rollout engine, checkpoint save. Expected output:
-# slime/docs/megatron.md.
+# One-GPU smoke test of the production path, in two parts. Expected output: slime/docs/megatron.md.
+#  1. slime alone: megatron-core training + SGLang rollout, a 2-step GRPO run, weight sync to the
+#     rollout engine, checkpoint save.
+#  2. the live loop (scripts/live_smoke.py): the LoRA run script serves the model with the RL
+#     intercept on the GPU, a judge scores chats, the Ray job trains 2 LoRA steps on the GPU and
+#     pushes each adapter to the server, which serves the second trained version after its canary.
 #
 #   bash scripts/gpu_smoke.sh                 # the embedded SmolLM2-135M (local, no download)
 #   MODEL_PATH=/path/to/Qwen3-0.6B bash scripts/gpu_smoke.sh
 #   TP=2 bash scripts/gpu_smoke.sh            # tensor parallel over 2 GPUs (needs 2)
 #   ROLLOUT_BACKEND=embedded bash scripts/gpu_smoke.sh   # no SGLang: the transformers engine on the GPU
 #   TRAIN_BACKEND=fsdp bash scripts/gpu_smoke.sh         # the FSDP backend instead of megatron-core
+#   LIVE=0 bash scripts/gpu_smoke.sh                      # part 1 only
 #
 # Installs nothing: it checks for the driver, CUDA torch and the backends' packages and says
 # what is missing. Everything it writes goes to $OUT (default: a fresh /tmp folder).
@@ -18,6 +22,8 @@ TP=${TP:-1}
 STEPS=${STEPS:-2}
 TRAIN_BACKEND=${TRAIN_BACKEND:-megatron}
 ROLLOUT_BACKEND=${ROLLOUT_BACKEND:-sglang}
+LIVE=${LIVE:-1}
+case "$LIVE" in 0|1) ;; *) echo "error: LIVE must be 0 or 1, not '$LIVE'" >&2; exit 2;; esac
 case "$TRAIN_BACKEND" in megatron|fsdp) ;; *) echo "error: TRAIN_BACKEND must be megatron or fsdp, not '$TRAIN_BACKEND'" >&2; exit 2;; esac
 case "$ROLLOUT_BACKEND" in sglang|embedded) ;; *) echo "error: ROLLOUT_BACKEND must be sglang or embedded, not '$ROLLOUT_BACKEND'" >&2; exit 2;; esac
 if [ "$TRAIN_BACKEND" = fsdp ] && [ "$TP" != 1 ]; then
@@ -116,3 +122,12 @@ ckpt = out / "ckpt" / "checkpoint-latest"
 assert (ckpt / "model.safetensors").is_file() or any(ckpt.glob("model-*.safetensors")), f"no HF weights in {ckpt}"
 print(f"OK: {len(records)} GRPO steps, weights synced to the {rollout_backend} engine, checkpoint at {ckpt.resolve()}")
 PY
+
+if [ "$LIVE" = 1 ]; then
+  echo "== live loop"
+  LIVE_BACKEND=sglang  # the server's engine: SGLang (TP GPUs), or the embedded one where SGLang is not wanted
+  if [ "$ROLLOUT_BACKEND" = embedded ]; then LIVE_BACKEND=hf; fi
+  # SGLang shares the card with the trainer here: leave it most of the memory
+  TP="$TP" MEM_FRACTION_STATIC="${MEM_FRACTION_STATIC:-0.4}" python scripts/live_smoke.py --model "$MODEL" --backend "$LIVE_BACKEND" --steps 2 --out "$OUT/live" \
+    --expect-gpu --timeout 420
+fi

@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     tiny.add_argument("--seed", type=int, default=0)
     tiny.add_argument("--tie-word-embeddings", action="store_true")
     tiny.add_argument("--out", default=None)
+    tiny.add_argument("--tokenizer", default=None, help="a folder with the SmolLM2 tokenizer files (default: the "
+                      "embedded model's, converted first if needed)")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "prepare":
@@ -47,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
             from pathlib import Path
 
             print(build_tiny_model(args.arch, args.seed, args.tie_word_embeddings,
-                                   Path(args.out) if args.out else None))
+                                   Path(args.out) if args.out else None,
+                                   Path(args.tokenizer) if args.tokenizer else None))
     except EmbeddedModelMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

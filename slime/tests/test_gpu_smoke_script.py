@@ -48,9 +48,10 @@ def test_shellcheck_clean():
         ({"TRAIN_BACKEND": "deepspeed"}, "TRAIN_BACKEND must be megatron or fsdp, not 'deepspeed'"),
         ({"ROLLOUT_BACKEND": "vllm"}, "ROLLOUT_BACKEND must be sglang or embedded, not 'vllm'"),
         ({"TRAIN_BACKEND": "fsdp", "TP": "2"}, "TP=2 needs TRAIN_BACKEND=megatron"),
+        ({"LIVE": "yes"}, "LIVE must be 0 or 1, not 'yes'"),
         ({}, "nvidia-smi not found"),
     ],
-    ids=["train-backend", "rollout-backend", "fsdp-tp", "no-driver"],
+    ids=["train-backend", "rollout-backend", "fsdp-tp", "live", "no-driver"],
 )
 def test_refuses_before_starting_anything(tmp_path, env, message):
     res = _run(tmp_path, [_bin_with(tmp_path, "dirname")], **env)
