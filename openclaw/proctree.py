@@ -56,7 +56,7 @@ def live_group_members(pgid: int) -> list[int]:
 
 def stop_process_group(pgid: int, grace_s: float = 10.0) -> None:
     """SIGTERM what is left of a group we started (`start_new_session=True`), SIGKILL it after
-    `grace_s`, and return once no live member remains. Waiting on the leader alone is not enough:
+    `grace_s`, and return once no live member remains. Waiting on the group leader alone is not enough:
     members that outlive it (Chromium's helpers, measured) keep running, and writing, for a moment."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         if not live_group_members(pgid):  # checked first: an emptied group's id can be reused

@@ -1,4 +1,4 @@
-"""Binary RL's reward signal (issue 19, deliverable 3): the judge's graded score and a baseline
+"""Binary RL's reward signal: the judge's graded score and a baseline
 carried across steps, so a new user whose preference makes nearly every turn -1 still gives binary
 RL something to learn from.
 

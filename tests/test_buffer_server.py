@@ -1,9 +1,9 @@
 """The buffer under the real server (a subprocess on the tiny model), real CLI processes and
-kill -9. Issue 15 item 1: a process that opens the buffer twice (the server with
+kill -9. A process that opens the buffer twice (the server with
 `--judge-workers N`) must keep SQLite's POSIX locks, so another process closing the database
 (`buffer stats`, an export, a trainer) never believes it is the last user and deletes the
--wal/-shm the server is still writing to. Also: retention without requests (item 5), and the
-soak test of the issue's acceptance (slow):
+-wal/-shm the server is still writing to. Also: retention without requests, and a
+soak test (slow):
 
     python -m pytest -q -m slow tests/test_buffer_server.py -k soak -s   # prints the numbers
 """
@@ -98,7 +98,7 @@ def _old_turn(sid: str, age_s: float) -> TurnRecord:
 
 def test_retention_runs_at_start_up_and_on_a_timer(tiny_model_path: Path, tmp_path: Path,
                                                    start_intercept_server) -> None:
-    """Issue 15 item 5: no request is ever sent. A record past its TTL is gone once the
+    """Retention with no request ever sent: a record past its TTL is gone once the
     restarted server answers /health; one that ages past the TTL while the server runs is
     gone within the timer period."""
     buf, log = tmp_path / "buf", tmp_path / "server.log"

@@ -1,7 +1,7 @@
 """The buffer store on real SQLite files, with real processes: POSIX locks survive a second
-open (issue 15 item 1), `verify` sees a writer whose WAL was unlinked, private modes without
-a raw descriptor, opening an existing buffer only (issue 16 item 7), one bad record never fails
-its group commit (issue 15 item 3), and the CLI ends quietly on a closed pipe (item 8)."""
+open, `verify` sees a writer whose WAL was unlinked, private modes without
+a raw descriptor, opening an existing buffer only, one bad record never fails
+its group commit, and the CLI ends quietly on a closed pipe."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def cli(d: Path, *args: str, **kw) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, **kw)
 
 
-# ---------------------------------------------------------------- issue 15 item 1: locks, WAL
+# ---------------------------------------------------------------- locks, WAL
 def test_second_open_keeps_the_locks_of_the_first(tmp_path: Path) -> None:
     """The unit form of the data loss: a second open in this process, then another process
     opens and closes the database. Before the fix the first handle's locks were gone, the other
@@ -121,7 +121,7 @@ def test_open_never_opens_a_descriptor_on_the_database(tmp_path: Path) -> None:
         assert b.get_turn(1) is not None and wal_problems(b.path) == []
 
 
-# ---------------------------------------------------------------- issue 16 item 7: existing only
+# ---------------------------------------------------------------- existing only
 def test_open_existing_only(tmp_path: Path) -> None:
     missing = tmp_path / "typo"
     with pytest.raises(BufferNotFoundError) as e:
@@ -141,7 +141,7 @@ def test_open_existing_only(tmp_path: Path) -> None:
     assert r.returncode != 0 and "--enable-rl-intercept --rl-buffer-dir" in r.stderr and str(missing) in r.stderr
 
 
-# ---------------------------------------------------------------- issue 15 item 3: bad record
+# ---------------------------------------------------------------- bad record
 BAD = {
     "lone surrogate in session_id": lambda: rec("bad-\ud800-sid"),
     "lone surrogate in a message name": lambda: rec(
@@ -212,7 +212,7 @@ def test_fallback_path_counts_the_bad_record(tmp_path: Path) -> None:
         assert ids == [res[0], res[2]]
 
 
-# ---------------------------------------------------------------- issue 15 item 8: closed pipe
+# ---------------------------------------------------------------- closed pipe
 @pytest.mark.parametrize("args", [["stats"], ["stats", "--json"], ["tail", "-n", "5"], ["export"],
                                   ["export", "--format", "jsonl"], ["verify"], ["purge", "--session", "s-0"],
                                   ["import", "-"]])

@@ -1,5 +1,5 @@
-"""The server's RL intercept and judge options, parsed once into typed frozen configs (issue 16
-item 5), and one definition of the judge defaults (issue 14 item 3)."""
+"""The server's RL intercept and judge options, parsed once into typed frozen configs, and one
+definition of the judge defaults."""
 
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ def test_feedback_is_varied_graded_and_differs_by_verdict() -> None:
     severe = {persona.judge("Air molecules scatter blue light. " * 30, SKY, rng).feedback for _ in range(200)}
     assert len(accepted) >= 3 and len(mild) >= 3 and len(severe) >= 3
     assert not accepted & (mild | severe) and not mild & severe  # a 150-word reply is told off harder
-    # brief's complaints stay explicit (implicit ones stopped combine from learning: bench/RESULTS.md);
+    # brief's complaints stay explicit (implicit ones stopped combine from learning: bench/HISTORY.md);
     # the other personas carry implicit ones
     caps = "Air Molecules Scatter Blue Light More Than Red Light In The Sky Today."
     shouted = {load_persona("lowercase").judge(caps, SKY, rng).feedback for _ in range(200)}

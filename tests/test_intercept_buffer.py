@@ -212,7 +212,7 @@ def test_purge_session_leaves_no_bytes(tmp_path: Path) -> None:
 
 def _grep(d: Path, needle: bytes) -> bool:
     """Read the files in another process: opening and closing a descriptor of the database in
-    this one would drop the locks of the connection this test holds (issue 15 item 1)."""
+    this one would drop the locks of the connection this test holds."""
     code = ("import pathlib, sys; n = sys.argv[2].encode();"
             " sys.exit(0 if any(n in p.read_bytes() for p in pathlib.Path(sys.argv[1]).rglob('*') if p.is_file()) else 1)")
     return subprocess.run([sys.executable, "-c", code, str(d), needle.decode()], timeout=60).returncode == 0

@@ -1,4 +1,4 @@
-"""Secret redaction (issue 15 item 5): the kinds added for Stripe, GitLab, payment cards (Luhn),
+"""Secret redaction: the kinds added for Stripe, GitLab, payment cards (Luhn),
 e-mail addresses and passwords in prose, their near-misses, and repeated `--rl-redact-pattern`
 flags all applying behind the real server (the bytes of the SQLite file and its WAL grepped)."""
 

@@ -1,4 +1,4 @@
-"""`--judge-timeout` is a deadline for the WHOLE judge call, retries included (issue 15 item 4).
+"""`--judge-timeout` is a deadline for the WHOLE judge call, retries included.
 
 A real loopback endpoint that drips one byte per second never trips a per-read timeout; the
 judge must still give up at its deadline and record the turn as a failure, never stall.
@@ -94,7 +94,7 @@ def test_client_deadline_covers_every_attempt(dripping: DripServer) -> None:
 
 
 def test_dripping_endpoint_is_a_recorded_failure_within_the_deadline(dripping: DripServer, tmp_path: Path) -> None:
-    """The issue's setup: the server's in-process judge, configured by its flags."""
+    """The deployed setup: the server's in-process judge, configured by its flags."""
     cfg = parse_config(["--enable-rl-intercept", "--rl-buffer-dir", str(tmp_path / "buf"), "--judge-workers", "1",
                         "--judge-backend", "llm", "--judge-url", dripping.url, "--judge-model", "judge",
                         "--judge-timeout", str(DEADLINE_S), "--judge-retries", "1", "--majority-vote-n", "2",

@@ -177,7 +177,7 @@ def test_llm_judge_launched_from_model_path(tmp_path: Path, tiny_model_path) -> 
     turn = buf.get_turn(tid)
     if turn.state == JUDGE_FAILED:
         # The tiny random model answered (the launched server works) but wrote no \boxed{} verdict:
-        # recorded as a failure, never scored 0 (issue 16 item 7).
+        # recorded as a failure, never scored 0.
         assert "no parseable verdict in 1 judge completion(s)" in (turn.judge_error or ""), turn.judge_error
     else:
         assert len(turn.judgement["votes"]) == 1

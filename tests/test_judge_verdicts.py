@@ -1,4 +1,4 @@
-"""An unparseable judge score is never a silent 0 (issue 16 item 7, judge part).
+"""An unparseable judge score is never a silent 0 (the judge's part).
 
 A real loopback OpenAI-compatible endpoint answers with scripted completions: when none holds a
 verdict the turn is a recorded judge failure (retried, then `judge_failed`), when some do the

@@ -1,4 +1,4 @@
-"""Issue 14, item 1: offline conversation data (DATA_PATH) trains, with every method.
+"""Offline conversation data (DATA_PATH) trains, with every method.
 
 Real parts: the DATA_PATH importer CLI (`python -m openclaw.bridge.offline`) on a directory holding
 the public page's session-format example verbatim plus two more sessions; the real server (HTTP,

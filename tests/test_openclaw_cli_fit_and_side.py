@@ -1,4 +1,4 @@
-"""Issue 15 item 6 without the CLI: the server fits an over-long agent prompt into the model's
+"""Without the OpenClaw CLI: the server fits an over-long agent prompt into the model's
 window by the documented rule (or refuses with OpenAI's 400), marks the stored record, and
 OpenClaw's utility calls (memory flush, compaction summary) are stored as `side`.
 

@@ -54,7 +54,7 @@ def test_descendants_are_found_by_parentage():
 
 
 def test_a_started_group_is_stopped_after_its_leader_was_reaped(tmp_path):
-    """The engines' and judges' stop used to return as soon as the leader had exited, leaving its
+    """The engines' and judges' stop used to return as soon as the group leader had exited, leaving its
     children (SGLang's scheduler, a server's workers) running."""
     leader = subprocess.Popen([sys.executable, "-c", HELPER_OUTLIVES_LEADER, str(tmp_path)],
                               stdout=subprocess.PIPE, text=True, start_new_session=True)

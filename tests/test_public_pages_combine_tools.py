@@ -1,4 +1,4 @@
-"""Issue 14, item 2: the second page's `python -m openclaw_combine.test_rollout --num-samples N
+"""The second public page's `python -m openclaw_combine.test_rollout --num-samples N
 --output-dir DIR` collects real rollouts from a running server (real HTTP, tiny model, RL intercept,
 the API key required), and `openclaw_combine.utils.inspect_sessions(dir)` reads the buffer or the
 export and prints main/side counts per session as the page shows."""

@@ -1,4 +1,4 @@
-"""Issue 14, item 2: config/training_config.yaml in the second page's nested schema is accepted by the
+"""config/training_config.yaml in the second public page's nested schema is accepted by the
 trainer's --config (nested keys onto flat flags; unknown or inapplicable keys are errors naming the key),
 and the repository ships that file."""
 

@@ -1,4 +1,4 @@
-"""Issue 14, item 4: what a script needs by default ships in the repository (a fresh clone has no
+"""What a script needs by default ships in the repository (a fresh clone has no
 ../shared folder next to it)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14, item 3 (trainer side): the public pages' trainer flags work, are aliases, or are refused
+"""The public pages' trainer flags (trainer side) work, are aliases, or are refused
 with the reason -- never accepted and ignored, never a misleading "did you mean"."""
 
 from __future__ import annotations

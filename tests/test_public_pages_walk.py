@@ -1,4 +1,4 @@
-"""Issue 14's acceptance walk: every command of both public pages, typed as the pages write them.
+"""Both public pages walked through: every command, typed as the pages write them.
 
 `openclaw-rl-skill.md` ("skill") and `openclaw-rl-training-skill-hermes.md` ("hermes") are kept
 here as the list of their commands, in their own words (the test never reads the pages). Each one

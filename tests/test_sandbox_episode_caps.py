@@ -1,4 +1,4 @@
-"""Per-EPISODE caps (issue 15 item 7): total memory and processes of all of an episode's processes,
+"""Per-EPISODE caps: total memory and processes of all of an episode's processes,
 a workspace quota, and no host environment visible through /proc. Each probe runs the attack for
 real in the bubblewrap sandbox, once with the kernel enforcing (cgroup + tmpfs, when this host
 allows it) and once with the documented fallback (the watchdog)."""

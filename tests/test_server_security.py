@@ -1,4 +1,4 @@
-"""Issue 15 items 2 and 8 over real HTTP: a browser page cannot drive the loopback server
+"""Server security over real HTTP: a browser page cannot drive the loopback server
 (content type, Origin, Host, no state-changing GET), reload errors do not reveal which paths exist,
 slow clients are dropped (request head and body deadlines), a blank API key is refused at start-up."""
 

@@ -1,4 +1,4 @@
-"""Issue 15 item 3 (and `max_tokens: true` from item 8) over real HTTP: a bad request fails alone,
+"""Request validation over real HTTP (`max_tokens: true` included): a bad request fails alone,
 before it reaches a shared engine batch; typed control tokens stay text; a huge body does not
 stall the event loop."""
 

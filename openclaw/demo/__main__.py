@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--method", choices=METHODS, default="combine")
     p.add_argument("--interactions", type=int, default=640,
                    help="simulated-user sessions (each one trainable turn); --minutes ends the phase first on 2 "
-                        "cores (~550 in 14 min; measured against 320: bench/RESULTS.md, '640 interactions')")
+                        "cores (410-550 in 14 min; measured against 320: bench/HISTORY.md, 2026-11-24, '640 interactions')")
     p.add_argument("--minutes", type=float, default=14.0, help="time budget of the interaction/training phase")
     p.add_argument("--reward", choices=("judge", "length"), default="judge",
                    help="length: binary RL on a length-only reward (the reward-hacking check)")

@@ -55,14 +55,14 @@ def demo_preset(method: str, reward: str = "judge") -> DemoPreset:
     Combine starts its KL weight at 0.5 and steers it toward a batch KL of 0.08 with a 5-step
     horizon (slime's adaptive KL). With the weight fixed at 0.5, one persona's preference moved the
     policy to a batch KL of ~0.08 and passed while another stayed at ~0.02 and learned half as
-    much; the target holds every persona to the same budget (bench/RESULTS.md, "Adaptive KL").
+    much; the target holds every persona to the same budget (bench/RESULTS.md, "The KL budget").
     Five steps, because a main-job run has ~45: a horizon of 10 could lower the weight by at most
     a factor 0.4 in a whole run.
 
     The length-only reward check (`--reward length`) exists to show that the verdict catches a
     policy that games its reward, so its preset leaves the policy free to game it: baseline 0 and
     no KL term. Under a batch-mean baseline the +/-1 length reward gives nothing to learn from
-    (nearly every reply is over 25 words, so every advantage is 0: measured, bench/RESULTS.md).
+    (nearly every reply is over 25 words, so every advantage is 0: measured, bench/HISTORY.md).
     """
     if reward == "length":
         return DemoPreset(baseline="zero", rl_score="sign", kl_coef=0.0, lr=3e-4)

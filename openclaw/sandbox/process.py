@@ -24,7 +24,7 @@ class SpawnSpec:
     max_output_bytes: int
     # bwrap reports a signalled child as exit code 128+N; a bare subprocess as -N.
     signal_as_128_plus: bool = True
-    kill_group_after_exit: bool = False  # background jobs outlive the leader without a pid namespace
+    kill_group_after_exit: bool = False  # background jobs outlive the group leader without a pid namespace
     pass_fds: tuple[int, ...] = ()
     # Started with the spawned pid; if it returns (a reason such as "episode_memory_limit") before
     # the command ends, the command is killed like on a timeout and reported with that reason.
@@ -121,7 +121,7 @@ async def run_spawn(spec: SpawnSpec) -> ExecResult:
     if limit_reason is not None:
         kill_process_group(proc.pid)
     if proc.returncode is None or timed_out or spec.kill_group_after_exit:
-        # While the leader is unreaped, or while any member of its group is alive, the pgid cannot
+        # While the group leader is unreaped, or while any member of its group is alive, the pgid cannot
         # be recycled, so this reaches only our processes. Under bwrap, --die-with-parent and the
         # pid namespace take down anything else; kind="none" has no pid namespace, hence the flag.
         kill_process_group(proc.pid)
