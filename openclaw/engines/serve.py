@@ -24,15 +24,17 @@ from fastapi import FastAPI
 from openclaw.engines.sglang_api import sglang_router
 
 
-def create_app(engine, host: str = "127.0.0.1") -> FastAPI:
+def create_app(engine, host: str = "127.0.0.1", api_key: str | None = None) -> FastAPI:
     """A FastAPI app with the SGLang endpoints; the engine is shut down with the app.
 
     Like the OpenAI server it refuses what a browser page could send (non-JSON POSTs, a foreign
     Origin, and on a loopback bind a foreign Host): a page must not swap this engine's weights.
+    With `api_key` every request but the health probes must present it (the trainer's engine
+    client sends OPENCLAW_API_KEY).
     """
     from openclaw.server.config import is_loopback
     from openclaw.server.errors import install_error_handlers
-    from openclaw.server.middleware import CrossSiteGuard
+    from openclaw.server.middleware import APIKeyMiddleware, CrossSiteGuard
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -45,6 +47,8 @@ def create_app(engine, host: str = "127.0.0.1") -> FastAPI:
     install_error_handlers(app)  # 404/405 in OpenAI's error shape, as on the OpenAI server
     # A wildcard/LAN bind is reached under whatever name the trainer's nodes use: no Host check there.
     app.add_middleware(CrossSiteGuard, bind_host=host, check_host=is_loopback(host))
+    if api_key:
+        app.add_middleware(APIKeyMiddleware, api_key=api_key)
     return app
 
 
@@ -100,8 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     from openclaw.engines.hf_engine import HFEngine
+    from openclaw.server.config import is_loopback
 
     args = parse_args(argv)
+    api_key = os.environ.get("OPENCLAW_API_KEY") or None
+    if api_key is None and not is_loopback(args.host):
+        # an exposed engine takes weight pushes from whoever reaches it: never without a key
+        print(f"error: --host {args.host} exposes the engine beyond this machine: set OPENCLAW_API_KEY (the "
+              "trainer sends it)", file=sys.stderr)
+        return 2
     logging.basicConfig(level=args.log_level.upper())
     if args.num_threads:
         import torch
@@ -114,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
           f"dtype={args.dtype} device={engine.device} prefix_cache_tokens={args.prefix_cache_tokens}", flush=True)
     from openclaw.server.runner import DEFAULT_HEADER_TIMEOUT, h11_with_header_timeout
 
-    uvicorn.run(create_app(engine, args.host), host=args.host, port=args.port, log_level=args.log_level,
+    uvicorn.run(create_app(engine, args.host, api_key), host=args.host, port=args.port, log_level=args.log_level,
                 http=h11_with_header_timeout(DEFAULT_HEADER_TIMEOUT))  # slow request heads are dropped
     return 0
 

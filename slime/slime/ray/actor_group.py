@@ -49,6 +49,18 @@ class RayTrainGroup:
     def save_hf(self, folder: str | Path) -> None:
         ray.get([a.save_hf.remote(str(folder)) for a in self.actors])
 
+    def save_hf_files(self) -> ray.ObjectRef:
+        """Rank 0's saved weight files, left in Ray's object store: a handle to pass on to a
+        rollout manager on another node, which fetches them from rank 0's node directly (they
+        never pass through this driver)."""
+        refs = [a.save_hf_files.remote() for a in self.actors]
+        ray.get(refs[1:])  # the other ranks only take part in the collective save
+        return refs[0]
+
+    def rank0_node(self) -> dict[str, Any]:
+        """Rank 0's node (id, address) and PID: where `save_hf` writes its folder."""
+        return ray.get(self.actors[0].node_info.remote())
+
     def save_trainer_state(self, folder: str | Path) -> None:
         ray.get([a.save_trainer_state.remote(str(folder)) for a in self.actors])
 

@@ -113,6 +113,7 @@ class Run:
     train: Any = None  # RayTrainGroup
     logger: Any = None
     sync_root: Path | None = None
+    weights_cross_node: bool = False  # weight pushes carry the files through Ray's object store
     data_states: dict[int, dict[str, Any]] = field(default_factory=dict)
     _engines_on: bool = True
     _trainer_on: bool = True
@@ -161,10 +162,24 @@ class Run:
         self.unreported_indices = []
 
     def sync_weights(self) -> float:
-        """Write weights (or the adapter) and load them into every engine; returns seconds."""
+        """Write weights (or the adapter) and load them into every engine; returns seconds.
+
+        Same node (or shared storage): rank 0 saves into a folder and the engines load that path.
+        Across nodes (`weights_cross_node`): rank 0 saves into a private folder on its node and hands
+        the files to Ray's object store; the rollout manager fetches them from there, writes them
+        into a folder on its own node and has its engines load that."""
         t0 = time.perf_counter()
         self._trainer_resident(True)
         self._engines_resident(True)
+        if self.weights_cross_node:
+            version = self.weights.version + 1
+            report = resolve(call(self.rollout, "update_weights_from_files", self.train.save_hf_files(), version))
+            self.weights.version = version  # no folder on this side to keep or clean up
+            seconds = time.perf_counter() - t0
+            log.info("weight sync v%d crossed nodes through Ray's object store: %d files, %d bytes, written to %s "
+                     "on the rollout node; engines now serve versions %s (%.2fs)", version, report["files"],
+                     report["bytes"], report["folder"], report["served_versions"], seconds)
+            return seconds
         folder = self.weights.next_folder()
         self.train.save_hf(folder)
         resolve(call(self.rollout, "update_weights", str(folder), self.weights.version + 1))
@@ -247,6 +262,16 @@ def from_ranges(ranges: list[list[int]]) -> list[int]:
     return [i for a, b in ranges for i in range(a, b + 1)]
 
 
+def needs_cross_node_sync(trainer_node_id: str, rollout_node_id: str, shared_storage: bool = False) -> bool:
+    """Must a weight push carry the files (through Ray's object store) instead of a folder path?
+
+    Yes when training rank 0, which writes the folder, and the rollout manager, whose engines read
+    it, run on different Ray nodes, unless the folder is on storage every node mounts at the same
+    path (--weight-sync-shared-storage). Decided from Ray's node ids, not from whether the path
+    exists on the rollout node: a folder of that name there may hold other (stale) files."""
+    return trainer_node_id != rollout_node_id and not shared_storage
+
+
 def _resolve_model(cfg: Any) -> Any:
     # slime knows no default model (the runtime's launcher resolves one and passes it)
     if not cfg.rollout.hf_checkpoint:
@@ -257,7 +282,8 @@ def _resolve_model(cfg: Any) -> Any:
 def setup(cfg: Any) -> Run:
     """Bring up every part of a run; on failure, tear down what was started."""
     from slime.ray.actor_group import RayTrainGroup
-    from slime.ray.placement_group import create_placement
+    from slime.ray.placement_group import check_placement_resources, create_placement, resource_request
+    from slime.rollout.sglang_client import engine_api_key
 
     cfg = absolutize(_resolve_model(cfg))
     args = cfg.to_namespace()
@@ -267,7 +293,11 @@ def setup(cfg: Any) -> Run:
     meta = load_meta(ckpt) if ckpt else None
     model_path = str(ckpt) if ckpt else cfg.rollout.hf_checkpoint
     start = meta.rollout_id + 1 if meta else int(cfg.data.start_rollout_id or 0)
+    if cfg.cluster.weight_sync_shared_storage and not os.environ.get("SLIME_WEIGHT_SYNC_DIR"):
+        raise ValueError("--weight-sync-shared-storage: set SLIME_WEIGHT_SYNC_DIR to the shared folder (every "
+                         "node must see it at the same path); without it the folders go to this node's /tmp")
     init_ray(cfg)
+    check_placement_resources(args, ray.nodes())
     # weight-sync folders: a private temp dir (on the engines' node), $SLIME_WEIGHT_SYNC_DIR if set
     sync_parent = os.environ.get("SLIME_WEIGHT_SYNC_DIR")
     if sync_parent:
@@ -294,15 +324,24 @@ def setup(cfg: Any) -> Run:
 
             options.update(num_gpus=run.placement.rollout_gpus, scheduling_strategy=PlacementGroupSchedulingStrategy(
                 placement_group=run.placement.pg, placement_group_bundle_index=run.placement.rollout_bundles[0]))
+        elif cfg.cluster.rollout_resources:  # (in the bundle case the bundle holds it)
+            options["resources"] = resource_request(cfg.cluster.rollout_resources)
+        # By argument, not runtime_env: an actor's env vars are shown by Ray's dashboard and state API.
         run.rollout = ray.remote(RolloutManagerActor).options(**options).remote(
             cfg, model_path, use_gpu, cfg.logging.log_dir, meta.data_source if meta else None, run.weights.version,
-            meta.consumer_positions if meta else None)
+            meta.consumer_positions if meta else None, engine_api_key())
         if need_engines:
             gpu_ids = run.train.gpu_ids() if (use_gpu and cfg.cluster.colocate and run.train) else None
             ray.get(run.rollout.start_engines.remote(gpu_ids))
+        rollout_node = ray.get(run.rollout.node_info.remote())
+        trainer_node = run.train.rank0_node() if run.train is not None else None
+        if trainer_node is not None:
+            run.weights_cross_node = needs_cross_node_sync(trainer_node["node_id"], rollout_node["node_id"],
+                                                           cfg.cluster.weight_sync_shared_storage)
         continue_numbering(run)
         run.num_rollout = _num_rollout(cfg, ray.get(run.rollout.num_prompts.remote()))
         run.logger = make_logger(cfg, run.num_rollout, start)
+        log_layout(run, rollout_node, trainer_node)
     except BaseException:
         run.shutdown()
         raise
@@ -340,6 +379,18 @@ def setup_local(cfg: Any, *, echo_steps: bool = True) -> Run:
     return run
 
 
+def log_layout(run: Run, rollout_node: dict[str, Any], trainer_node: dict[str, Any] | None) -> None:
+    """Where the parts of the run landed and how weights will travel (training.log)."""
+    urls = resolve(call(run.rollout, "engine_urls"))
+    pids = resolve(call(run.rollout, "engine_pids"))
+    log.info("rollout manager on node %s (id %s, pid %s): engine urls %s, engine pids %s", rollout_node["ip"],
+             rollout_node["node_id"], rollout_node["pid"], urls, pids)
+    if trainer_node is not None:
+        log.info("train rank 0 on node %s (id %s, pid %s); weight sync: %s", trainer_node["ip"],
+                 trainer_node["node_id"], trainer_node["pid"],
+                 "cross-node, through Ray's object store" if run.weights_cross_node else "through a folder on disk")
+
+
 def continue_numbering(run: Run) -> None:
     """Weight versions are unique across restarts: the data source may name the highest version
     already in use (optional `weight_version_floor()`; the OpenClaw buffer's does) and this run's
@@ -363,8 +414,14 @@ class RolloutManagerActor:
 
     def __init__(self, cfg: Any, model_path: str, use_gpu: bool, log_dir: str,
                  data_source_state: dict[str, Any] | None, weight_version: int,
-                 consumer_positions: dict[str, Any] | None = None) -> None:
+                 consumer_positions: dict[str, Any] | None = None, engine_api_key: str | None = None) -> None:
         from slime.ray.rollout_manager import RolloutManager
+        from slime.rollout.sglang_client import API_KEY_ENV
+
+        if engine_api_key:
+            # The driver's key, for this worker's requests and the engines it starts (they inherit
+            # the environment): a worker on another node does not share the driver's environment.
+            os.environ[API_KEY_ENV] = engine_api_key
 
         self.m = RolloutManager(cfg, model_path, use_gpu, log_dir, data_source_state, weight_version)
         if consumer_positions and hasattr(self.m.data_source, "load_consumer_positions"):
@@ -393,10 +450,22 @@ class RolloutManagerActor:
         return samples, metrics, state
 
     def update_weights(self, model_path: str, version: int) -> int:
+        self._before_weight_push()
+        return self.m.update_weights(model_path, version)
+
+    def update_weights_from_files(self, files: dict[str, bytes], version: int) -> dict[str, Any]:
+        self._before_weight_push()
+        return self.m.update_weights_from_files(files, version)
+
+    def _before_weight_push(self) -> None:
         check = getattr(self.m.data_source, "before_weight_push", None)  # optional: may refuse by raising
         if check is not None:
             check()
-        return self.m.update_weights(model_path, version)
+
+    def node_info(self) -> dict[str, Any]:
+        from slime.ray.placement_group import node_info
+
+        return node_info()
 
     def weight_version_floor(self) -> int:
         hook = getattr(self.m.data_source, "weight_version_floor", None)  # optional data-source hook
@@ -453,6 +522,7 @@ def finish_step(run: Run, rollout_id: int, metrics: dict[str, Any], timer: Any, 
     if synced:
         with timer("weight_sync"):
             run.sync_weights()
+        metrics["weights/cross_node"] = float(run.weights_cross_node)
     run.report_trained(rollout_id, synced)
     metrics["weights/version"] = run.weights.version
     if run.should_save(rollout_id):

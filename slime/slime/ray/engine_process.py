@@ -9,6 +9,7 @@ Each process runs in its own session so that stopping it also stops anything it 
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shlex
 import signal
@@ -21,10 +22,49 @@ from pathlib import Path
 
 import httpx
 
-from slime.rollout.sglang_client import auth_headers
+from slime.rollout.sglang_client import API_KEY_ENV, auth_headers
 
 # The embedded engine the runtime ships (a program name, not an import): --rollout-engine-command's default.
 DEFAULT_ENGINE_COMMAND = "python -m openclaw.engines.serve"
+
+
+LOOPBACK = "127.0.0.1"
+BIND_MODES = ("auto", "loopback", "node")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # any other name may resolve to a public address
+
+
+def engine_bind_host(mode: str, node_ip: str, num_nodes: int, api_key: str | None) -> str:
+    """The address an engine started by the rollout manager binds (and is reached at).
+
+    The rule: engines bind 127.0.0.1 unless told otherwise. They bind the node's own address, as
+    Ray reports it (`ray.util.get_node_ip_address()`), only when another node may have to reach
+    them: `mode` "node" (--rollout-engine-bind node), or "auto" on a cluster of more than one
+    node. "loopback" keeps them on 127.0.0.1 whatever the cluster (everything that talks to them
+    then has to run beside the rollout manager, as slime's own rollout and weight sync do).
+    An address outside 127.0.0.0/8 exposes the engine to the network, which is refused without
+    an API key in $OPENCLAW_API_KEY: the rollout manager passes it on to the engine process it
+    starts, and every request to an engine sends it (`sglang_client.auth_headers`). A URL handed
+    to another node is built from the returned address, never from a literal 127.0.0.1.
+    """
+    if mode not in BIND_MODES:
+        raise ValueError(f"--rollout-engine-bind {mode!r}: choose one of {', '.join(BIND_MODES)}")
+    if mode == "loopback" or (mode == "auto" and num_nodes <= 1):
+        return LOOPBACK
+    if not is_loopback(node_ip) and not api_key:
+        why = "--rollout-engine-bind node" if mode == "node" else f"the Ray cluster has {num_nodes} nodes"
+        raise ValueError(f"{why}: the engines would listen on {node_ip}, reachable from the network, and no "
+                         f"API key is set: export {API_KEY_ENV} (slime hands it to the engines it starts and sends "
+                         "it with every request), "
+                         "or keep them on this node with --rollout-engine-bind loopback")
+    return node_ip
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -9,6 +9,11 @@ Engines by `--rollout-backend`:
   external: already-running servers at --rollout-external-engine-addrs (not started/stopped).
 Runs as a Ray actor with max_concurrency 2 so that train_async can push weights while the next
 rollout is being generated.
+
+Engines bind 127.0.0.1 on a one-node cluster and the node's own address on a multi-node one
+(`engine_process.engine_bind_host` states the rule). Weights arrive either as a folder this node
+can read (`update_weights`) or, from a trainer on another node, as the folder's files through
+Ray's object store (`update_weights_from_files`), written here into a private folder first.
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from slime.ray.engine_process import EngineProcess
+from slime.ray.engine_process import LOOPBACK, EngineProcess, engine_bind_host
 from slime.rollout.base_types import RolloutFnTrainOutput, normalize_rollout_output
 from slime.utils.types import Sample
 
@@ -56,6 +63,9 @@ class RolloutManager:
         if data_source_state and self.data_source is not None:
             self.data_source.load_state_dict(data_source_state)
         self.urls: list[str] = []
+        self.engine_host = LOOPBACK
+        self.received_root: Path | None = None  # weights pushed from another node land under it
+        self.received: list[Path] = []
         # Loaded now, so that an unreadable eval file or an eval function that cannot evaluate stops
         # the run at setup, not at its first evaluation step.
         self.eval_source, self.eval_fn = self._make_evaluation()
@@ -70,6 +80,8 @@ class RolloutManager:
             gpu_ids = [str(int(g)) for g in ray.get_gpu_ids()]
         n = num_engines(self.args, self.use_gpu)
         per = max(1, int(self.args.rollout_num_gpus_per_engine))
+        if self.backend != "external":
+            self.engine_host = self._bind_host()
 
         def engine_env(i: int) -> dict[str, str]:
             if not gpu_ids:
@@ -85,13 +97,15 @@ class RolloutManager:
 
             # Every --sglang-* flag (mem fraction, context length, parsers, passthrough) goes
             # through the one planner, so none is dropped on the way to sglang.launch_server.
-            plan = plan_sglang_rollout(self.args, self.model_path, ports=[free_port() for _ in range(n)],
+            host = self.engine_host
+            plan = plan_sglang_rollout(self.args, self.model_path, host=host, ports=[free_port(host) for _ in range(n)],
                                        gpu_ids=gpu_ids or None, weight_version=self.weight_version)
             self.sglang_handles = launch_planned_engines(plan, log_dir=str(self.log_dir))
             self.urls = [h.base_url for h in self.sglang_handles]
         else:
             for i in range(n):
-                eng = EngineProcess(model_path=self.model_path, log_path=self.log_dir / f"engine_{i}.log",
+                eng = EngineProcess(model_path=self.model_path, host=self.engine_host,
+                                    log_path=self.log_dir / f"engine_{i}.log",
                                     dtype="bfloat16" if getattr(self.args, "bf16", False) else "float32",
                                     device="cuda" if gpu_ids else None, extra_env=engine_env(i),
                                     engine_command=self.args.rollout_engine_command,
@@ -110,6 +124,18 @@ class RolloutManager:
             host, port = self.urls[0].split("//", 1)[1].rsplit(":", 1)
             self.args.sglang_router_ip, self.args.sglang_router_port = host, int(port)
         return list(self.urls)
+
+    def _bind_host(self) -> str:
+        import ray
+
+        from slime.rollout.sglang_client import engine_api_key
+
+        mode = getattr(self.args, "rollout_engine_bind", "auto") or "auto"
+        if not ray.is_initialized():  # in-process runs (torchrun, setup_local): one node unless told
+            return engine_bind_host(mode, ray.util.get_node_ip_address() if mode == "node" else LOOPBACK, 1,
+                                    engine_api_key())
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+        return engine_bind_host(mode, ray.util.get_node_ip_address(), nodes, engine_api_key())
 
     def engine_pids(self) -> list[int]:
         return [e.pid for e in [*self.engines, *self.sglang_handles] if e.pid is not None]
@@ -200,6 +226,31 @@ class RolloutManager:
         self.weight_version = version
         return version
 
+    def update_weights_from_files(self, files: dict[str, bytes], version: int) -> dict[str, Any]:
+        """Weights from a trainer on another node: write `files` (relative path -> content, the
+        folder rank 0 saved) into a private folder on this node, load it into every engine, and
+        drop the previous one. Returns what was done, including the versions the engines serve now."""
+        from slime.rollout.sglang_client import SyncSGLangClient
+        from slime.utils.weight_sync import push_to_engines
+
+        if self.received_root is None:
+            parent = os.environ.get("SLIME_WEIGHT_SYNC_DIR")
+            if parent:
+                Path(parent).mkdir(parents=True, exist_ok=True)
+            self.received_root = Path(tempfile.mkdtemp(prefix="slime-weights-recv-", dir=parent))
+        folder = self.received_root / f"v{version}"
+        size = write_weight_files(files, folder)
+        push_to_engines(self.urls, folder, version)
+        self.weight_version = version
+        for old in self.received:
+            shutil.rmtree(old, ignore_errors=True)
+        self.received = [folder]
+        served = []
+        for url in self.urls:
+            with SyncSGLangClient(url, timeout=60) as client:
+                served.append(str(client.get_weight_version()))
+        return {"folder": str(folder), "files": len(files), "bytes": size, "served_versions": served}
+
     def offload(self) -> None:
         """Colocated GPU mode: SGLang's /release_memory_occupation while the trainer runs."""
         self._memory_call("/release_memory_occupation")
@@ -226,6 +277,31 @@ class RolloutManager:
         for h in self.sglang_handles:
             h.stop()  # the launched server's process group, by PID
         self.sglang_handles = []
+        if self.received_root is not None:
+            shutil.rmtree(self.received_root, ignore_errors=True)
+            self.received_root = None
+            self.received = []
+
+
+def write_weight_files(files: dict[str, bytes], folder: str | Path) -> int:
+    """Recreate a saved weights folder from its files (relative path -> bytes); returns the bytes
+    written. A path that would leave `folder` is refused: the files come from another process."""
+    if not files:
+        raise ValueError("no weight files arrived (rank 0 saved nothing)")
+    folder = Path(folder)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    root = folder.resolve()
+    size = 0
+    for rel, data in files.items():
+        target = (folder / rel).resolve()
+        if os.path.isabs(rel) or not target.is_relative_to(root) or target == root:
+            raise ValueError(f"weight file {rel!r} is not a path inside the weights folder")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        size += len(data)
+    return size
 
 
 def _rollout_path(template: str, rollout_id: int) -> Path:

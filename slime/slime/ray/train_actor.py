@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import ray
 import torch
 
 from slime.algorithms.kl import AdaptiveKLCoef
+from slime.ray.placement_group import node_info
 from slime.utils.types import Sample
 
 KL_WEIGHT_KEY = "adaptive_kl_loss_coef"  # in a rank's trainer state, so a resumed run keeps its weight
@@ -95,6 +99,23 @@ class TrainRayActor:
     def save_hf(self, folder: str) -> None:
         self.actor.save_hf(folder)
 
+    def save_hf_files(self) -> dict[str, bytes]:
+        """Save as `save_hf` does, into a private folder on this node, and return its files
+        (relative path -> bytes) for a rollout manager on another node; the folder is removed.
+        Every rank takes part (the save is collective); only rank 0's answer has files."""
+        parent = os.environ.get("SLIME_WEIGHT_SYNC_DIR")  # where weights may go when /tmp is too small
+        if parent:
+            Path(parent).mkdir(parents=True, exist_ok=True)
+        folder = tempfile.mkdtemp(prefix="slime-weights-send-", dir=parent)
+        try:
+            self.actor.save_hf(folder)
+            return read_weight_files(folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def node_info(self) -> dict[str, Any]:
+        return node_info()
+
     def save_trainer_state(self, folder: str) -> None:
         from slime.utils.checkpoint import rank_state_path
 
@@ -117,6 +138,13 @@ class TrainRayActor:
     def shutdown(self) -> None:
         if self.actor is not None:
             self.actor.shutdown()
+
+
+def read_weight_files(folder: str | Path) -> dict[str, bytes]:
+    """Every file under a saved weights folder (safetensors, config, tokenizer; with LoRA only the
+    adapter's), keyed by its path relative to the folder."""
+    root = Path(folder)
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 TrainRayActorRemote = ray.remote(TrainRayActor)

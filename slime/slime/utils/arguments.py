@@ -98,6 +98,27 @@ class ClusterConfig:
         "Training workers (GPUs, or CPU processes on a CPU-only machine) per node. "
         "slime defaults to 8; 1 here so a bare command runs on one machine.",
     )
+    actor_resources: str | None = arg(
+        None,
+        "Ray custom resource NAME every training rank's bundle must hold: the train actors go to the nodes "
+        "started with it (ray start --resources '{\"NAME\": 1}'). Refused when no node offers it.",
+    )
+    rollout_resources: str | None = arg(
+        None,
+        "Ray custom resource NAME the rollout manager (and so its engines) must hold: it goes to a node "
+        "started with it. Refused when no node offers it.",
+    )
+    rollout_engine_bind: Literal["auto", "loopback", "node"] = arg(
+        "auto",
+        "Address the engines slime starts listen on: loopback (127.0.0.1), node (the node's address as Ray "
+        "reports it), or auto (node on a multi-node Ray cluster, else loopback). A non-loopback address "
+        "needs OPENCLAW_API_KEY.",
+    )
+    weight_sync_shared_storage: bool = arg(
+        False,
+        "$SLIME_WEIGHT_SYNC_DIR is on storage every node mounts at the same path: weights for engines on "
+        "another node go through it instead of Ray's object store.",
+    )
     rollout_num_gpus: int | None = arg(
         None, "GPUs for inference engines; with --colocate defaults to actor_num_nodes * actor_num_gpus_per_node."
     )
@@ -1094,6 +1115,10 @@ def _derive(v: dict[str, Any]) -> None:
         v["lr_warmup_iters"] = math.ceil(v["lr_warmup_samples"] / v["global_batch_size"])
 
 
+# Resources Ray defines itself: a placement flag naming one would not pick a node.
+_BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+
+
 def _check(cond: bool, message: str) -> None:
     if not cond:
         raise ConfigError(message)
@@ -1144,6 +1169,11 @@ def _validate(v: dict[str, Any]) -> None:
                      "expert_model_parallel_size"):
             _check(v[name] == 1, f"--{name.replace('_', '-')} {v[name]} needs --train-backend megatron "
                                  f"(the {v['train_backend']} backend is data parallel only)")
+    for name in ("actor_resources", "rollout_resources"):
+        if v[name] is not None:
+            _check(bool(v[name].strip()) and v[name] not in _BUILTIN_RESOURCES and not v[name].startswith("node:"),
+                   f"{_flag(name)} {v[name]!r}: name a custom resource given to `ray start --resources` "
+                   f"(not empty, not one of {', '.join(_BUILTIN_RESOURCES)} or a node: resource)")
     if v["rollout_num_engines"] is not None:
         _check(v["rollout_num_engines"] >= 1, f"--rollout-num-engines must be >= 1, got {v['rollout_num_engines']}")
     samples = v["rollout_batch_size"] * v["n_samples_per_prompt"]
