@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slime.utils.net import is_loopback
+
 from openclaw.launch.config_file import ConfigFile, config_path, read_config_file
 from openclaw.launch.layout import GpuLayout, plan_layout
 from openclaw.launch.model_presets import ModelPreset, find_preset
@@ -549,10 +551,6 @@ def _live(s: Settings, recipe: Recipe, method_args: list[str], job_env: dict[str
     return trainer, server, judge, imports, base_url
 
 
-def _is_loopback(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
-
-
 def _server_address_for_trainer(s: Settings) -> str:
     """The server's address as the trainer's node reaches it. With a private head the trainer runs on
     this node (loopback). On a cluster (RAY_ADDRESS) it may run on another node: a server listening on
@@ -562,13 +560,13 @@ def _server_address_for_trainer(s: Settings) -> str:
     if s.ray_address is None:
         return "127.0.0.1" if wildcard else s.host
     head = s.ray_address.split("://", 1)[-1].rsplit(":", 1)[0]
-    if _is_loopback(head):
+    if is_loopback(head):
         return "127.0.0.1" if wildcard else s.host
     if wildcard:
         import ray.util
 
         return ray.util.get_node_ip_address(f"{head}:80")
-    if _is_loopback(s.host):
+    if is_loopback(s.host):
         raise LaunchError(f"the trainer runs on the Ray cluster at RAY_ADDRESS={s.ray_address}, whose other nodes "
                           f"cannot reach a server on {s.host}: set OPENCLAW_HOST=0.0.0.0 (and OPENCLAW_API_KEY, which "
                           "an exposed server requires), or OPENCLAW_HOST=<this node's IP>")

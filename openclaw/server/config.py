@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import ipaddress
 import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from slime.utils.net import is_loopback
 
 from openclaw.intercept.config import InterceptConfig, InterceptConfigError, add_intercept_args
 from openclaw.judge.config import (
@@ -114,14 +115,6 @@ class ServerConfig:
             host = f"[{host}]"
         return f"http://{host}:{port or self.port}"
 
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a hostname other than localhost may resolve to anything: treat as public
 
 
 def _env_int(env: Mapping[str, str], name: str, default: int) -> int:

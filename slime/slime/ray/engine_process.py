@@ -9,7 +9,6 @@ Each process runs in its own session so that stopping it also stops anything it 
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import shlex
 import signal
@@ -23,6 +22,7 @@ from pathlib import Path
 import httpx
 
 from slime.rollout.sglang_client import API_KEY_ENV, auth_headers
+from slime.utils.net import is_loopback
 
 # The embedded engine the runtime ships (a program name, not an import): --rollout-engine-command's default.
 DEFAULT_ENGINE_COMMAND = "python -m openclaw.engines.serve"
@@ -30,15 +30,6 @@ DEFAULT_ENGINE_COMMAND = "python -m openclaw.engines.serve"
 
 LOOPBACK = "127.0.0.1"
 BIND_MODES = ("auto", "loopback", "node")
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # any other name may resolve to a public address
 
 
 def engine_bind_host(mode: str, node_ip: str, num_nodes: int, api_key: str | None) -> str:
