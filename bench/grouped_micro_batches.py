@@ -11,7 +11,7 @@ and one optimizer step), both actors interleaved, median of N repetitions after 
 Both run with `--disable-step-prefix-forward`: the opening run once per step, which would help the
 by-length micro-batches too, is measured on its own by bench/step_prefix.py.
 
-    python bench/grouped_micro_batches.py [--reps 3]
+    python bench/grouped_micro_batches.py [--reps 3] [--groups 4] [--model-path PATH]
 """
 
 from __future__ import annotations
@@ -99,6 +99,7 @@ def machine_line(load: float) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--groups", type=int, default=GROUPS, help="prompts per step (GRPO groups of 8)")
     ap.add_argument("--model-path", default=None)
     a = ap.parse_args()
     from transformers import AutoConfig
@@ -108,22 +109,26 @@ def main() -> None:
     load = os.getloadavg()[0]
     model_path = str(a.model_path or resolve_model_path(None))
     vocab = AutoConfig.from_pretrained(model_path).vocab_size
-    samples = make_samples(vocab)
+
+    def batch() -> list:
+        return make_samples(vocab, groups=a.groups)
+
+    samples = batch()
     torch.manual_seed(0)
-    grouped = build_actor(model_path, "--disable-step-prefix-forward")
+    grouped = build_actor(model_path, "--disable-step-prefix-forward", groups=a.groups)
     torch.manual_seed(0)
-    mixed = build_actor(model_path, "--disable-step-prefix-forward")
+    mixed = build_actor(model_path, "--disable-step-prefix-forward", groups=a.groups)
     by_length_only(mixed[0])
     toks, lens = [s.tokens for s in samples], [s.response_length for s in samples]
     rollout_lp = grouped[0].compute_log_probs(toks, lens)
     mbs_grouped, mbs_mixed = grouped[0]._micro_batches(toks, lens), mixed[0]._micro_batches(toks, lens)
-    step(*grouped, make_samples(vocab), rollout_lp)  # warm-up
-    step(*mixed, make_samples(vocab), rollout_lp)
-    t_grouped, t_mixed = interleaved_times(lambda: step(*grouped, make_samples(vocab), rollout_lp),
-                                           lambda: step(*mixed, make_samples(vocab), rollout_lp), a.reps)
+    step(*grouped, batch(), rollout_lp)  # warm-up
+    step(*mixed, batch(), rollout_lp)
+    t_grouped, t_mixed = interleaved_times(lambda: step(*grouped, batch(), rollout_lp),
+                                           lambda: step(*mixed, batch(), rollout_lp), a.reps)
     mg, mm = statistics.median(t_grouped), statistics.median(t_mixed)
     print(machine_line(load))
-    print(f"batch: {GROUPS} prompts x {PER_GROUP} samples, {sum(map(len, toks))} tokens, "
+    print(f"batch: {a.groups} prompts x {PER_GROUP} samples, {sum(map(len, toks))} tokens, "
           f"{sum(lens)} trained; LoRA r8 attention, fp32, KL to the base")
     print(f"micro-batches: grouped {len(mbs_grouped)} (shared prompt in "
           f"{sum(mb.shared_prompt_length() > 0 for mb in mbs_grouped)}), by length {len(mbs_mixed)} "

@@ -14,7 +14,8 @@ Two measurements, both with ~8k-token histories and 1-token completions:
      exactly what the server adds before it delivers a response. Also the sustained main-turn
      records/s.
 
-Results are printed and written to bench/results/intercept_overhead.md.
+Results are printed and written to bench/results/intercept_overhead.md (or --out); the last printed
+line is the headline: B's p50 added latency and records/s against their targets, and A's on/off p50.
 """
 
 from __future__ import annotations
@@ -207,8 +208,11 @@ def main() -> int:
 
     tiny = build_tiny_model("qwen3", seed=0)
     tok = AutoTokenizer.from_pretrained(tiny)
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="intercept_bench_"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    # a --workdir the user gave may hold their files: only what this run created there is removed
+    own_dir = args.workdir is None
+    workdir = Path(args.workdir) / f"intercept_bench_{os.getpid()}" if args.workdir else \
+        Path(tempfile.mkdtemp(prefix="intercept_bench_"))
+    workdir.mkdir(parents=True, exist_ok=own_dir)
     model = workdir / "tiny32k"
     if not model.exists():
         shutil.copytree(tiny, model)
@@ -261,6 +265,11 @@ def main() -> int:
     lines += ["", "Targets (2 cores): p50 overhead <= 5 ms, >= 300 main-turn records/s."]
     text = "\n".join(lines) + "\n"
     print(text)
+    headline = (f"HEADLINE added latency p50 at concurrency 1 = {obs[1]['p50'] * ms:.2f} ms (target <= 5) | "
+                f"main-turn records/s at concurrency 32 = {obs[32]['records_per_s']:.1f} (target >= 300)")
+    if e2e is not None:
+        headline += f" | end to end on/off p50 at concurrency 1 = {e2e[1]['on_p50'] / e2e[1]['off_p50']:.3f}"
+    print(headline)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     return 0

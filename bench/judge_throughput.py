@@ -1,12 +1,13 @@
 """Judged turns per second through the real judge workers on a real trajectory buffer.
 
     python bench/judge_throughput.py [--cpu-turns 400] [--llm-turns 24] [--llm-m 3] [--workers 1,2,4]
-                                     [--out bench/results/judge_throughput.md]
+                                     [--llm-model-path PATH] [--out bench/results/judge_throughput.md]
 
 1. CPU default judge (MiniLM embeddings + trained head): turns/s for each worker count.
 2. LLM judge on SmolLM2-135M-Instruct served by our own server (`openclaw.server`, hf backend,
    real HTTP), m votes per turn: turns/s and the share of parseable votes, per worker count.
 Turns come from the shipped dev set (openclaw/judge/data/dev.jsonl), repeated as needed.
+The last line is each judge's turns/s with the most workers over that with the fewest.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def main() -> int:
     p.add_argument("--llm-max-tokens", type=int, default=48)
     p.add_argument("--workers", default="1,2,4")
     p.add_argument("--skip-llm", action="store_true")
+    p.add_argument("--llm-model-path", default=None, help="the LLM judge's model (default: the embedded SmolLM2)")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "judge_throughput.md")
     args = p.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
@@ -88,6 +90,7 @@ def main() -> int:
     from openclaw.judge.cpu_judge import CpuJudge
 
     cpu = CpuJudge()  # loaded once; shared by the workers as in the service
+    rates: dict[str, dict[int, float]] = {"cpu": {}, "llm": {}}
     lines += ["## CPU default judge (MiniLM-L6 embeddings + logistic head + rules)", "",
               f"{args.cpu_turns} turns from the dev set, batch size 16, hints on.", "",
               "| workers | turns | seconds | judged turns/s |", "|---|---|---|---|"]
@@ -95,14 +98,16 @@ def main() -> int:
         cfg = JudgeConfig(num_workers=w, batch_size=16, poll_interval_s=0.02)
         r = run_service(cfg, args.cpu_turns, judge=cpu)
         print(f"cpu workers={w}: {r}", flush=True)
+        rates["cpu"][w] = r["turns_per_s"]
         lines.append(f"| {w} | {r['turns']} | {r['seconds']:.2f} | {r['turns_per_s']:.1f} |")
 
     if not args.skip_llm:
         from openclaw.models import prepare_embedded_model
         from openclaw.server import EngineConfig, ServerConfig, create_app, serve_in_background
 
-        model = str(prepare_embedded_model())
-        lines += ["", f"## LLM judge: SmolLM2-135M-Instruct through `openclaw.server` (hf backend, fp32, CPU), m={args.llm_m}",
+        model = str(args.llm_model_path or prepare_embedded_model())
+        name = "SmolLM2-135M-Instruct" if args.llm_model_path is None else Path(model).name
+        lines += ["", f"## LLM judge: {name} through `openclaw.server` (hf backend, fp32, CPU), m={args.llm_m}",
                   "", f"{args.llm_turns} turns, max_tokens={args.llm_max_tokens}, temperature 0.6, PRM votes only "
                   "(hints off), batch size 4 per worker; valid = share of completions with a parseable \\boxed{} verdict.",
                   "", "| workers | turns | seconds | judged turns/s | valid votes |", "|---|---|---|---|---|"]
@@ -113,11 +118,17 @@ def main() -> int:
                                   extract_hints=False, num_workers=w, batch_size=4, timeout_s=600, poll_interval_s=0.05)
                 r = run_service(cfg, args.llm_turns)
                 print(f"llm workers={w}: {r}", flush=True)
-                lines.append(f"| {w} | {r['turns']} | {r['seconds']:.1f} | {r['turns_per_s']:.2f} | "
-                             f"{r['valid_votes']:.0%} |")
+                rates["llm"][w] = r["turns_per_s"]
+                # no recorded votes: every turn ended judge_failed (no parseable verdict, retries spent)
+                valid = "-" if r["valid_votes"] is None else f"{r['valid_votes']:.0%}"
+                lines.append(f"| {w} | {r['turns']} | {r['seconds']:.1f} | {r['turns_per_s']:.2f} | {valid} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
+    lo, hi = min(workers), max(workers)
+    print("RATIO judged turns/s, " + " | ".join(
+        f"{kind} judge {hi} workers / {lo} = {r[hi] / r[lo]:.3f} ({r[hi]:.2f} vs {r[lo]:.2f} turns/s)"
+        for kind, r in rates.items() if r))
     return 0
 
 

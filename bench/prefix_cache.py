@@ -10,7 +10,7 @@ reported: how many sampled tokens came out the same (the cached prefill's logits
 full prefill's in the last bits, so a near-tie can sample differently) and the largest log-prob
 difference on those.
 
-    python bench/prefix_cache.py [--reps 3]
+    python bench/prefix_cache.py [--reps 3] [--groups 8] [--model-path PATH]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import platform
 import random
 import statistics
 import time
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -32,11 +33,11 @@ from openclaw.engines.hf_engine import HFEngine  # noqa: E402
 GROUPS, PER_GROUP, OPENING, PAGE, IN_FLIGHT, NEW_TOKENS = 8, 8, 280, 110, 4, 12
 
 
-def rollout_requests(vocab: int, seed: int) -> list[GenerationRequest]:
+def rollout_requests(vocab: int, seed: int, groups: int = GROUPS) -> list[GenerationRequest]:
     rnd = random.Random(seed)
     opening = [rnd.randrange(100, vocab - 1) for _ in range(OPENING)]
     requests = []
-    for g in range(GROUPS):
+    for g in range(groups):
         prompt = tuple(opening + [rnd.randrange(100, vocab - 1) for _ in range(PAGE + 3 * g)])
         for i in range(PER_GROUP):
             params = SamplingParams(max_new_tokens=NEW_TOKENS, temperature=1.0, seed=seed * 1000 + g * 10 + i,
@@ -58,12 +59,13 @@ async def run_rollout(engine: HFEngine, requests: list[GenerationRequest]) -> tu
     return time.perf_counter() - start, results
 
 
-async def main(reps: int) -> None:
-    cached = HFEngine.load(None, prefix_cache_tokens=8192)
-    plain = HFEngine.load(None)
+async def main(reps: int, groups: int = GROUPS, model_path: str | None = None) -> None:
+    cached = HFEngine.load(model_path, prefix_cache_tokens=8192)
+    plain = HFEngine.load(model_path)
     vocab = int(plain.tokenizer.vocab_size)
-    print(f"SmolLM2-135M fp32, torch threads {__import__('torch').get_num_threads()}, {platform.processor() or 'cpu'}, "
-          f"load {os.getloadavg()[0]:.2f}; {GROUPS} prompts x {PER_GROUP} samples, {IN_FLIGHT} in flight", flush=True)
+    model = "SmolLM2-135M" if model_path is None else Path(model_path).name
+    print(f"{model} fp32, torch threads {__import__('torch').get_num_threads()}, {platform.processor() or 'cpu'}, "
+          f"load {os.getloadavg()[0]:.2f}; {groups} prompts x {PER_GROUP} samples, {IN_FLIGHT} in flight", flush=True)
     warm = rollout_requests(vocab, seed=99)[:IN_FLIGHT]
     await run_rollout(cached, warm)
     await run_rollout(plain, warm)
@@ -71,7 +73,7 @@ async def main(reps: int) -> None:
     same = total = 0
     worst = 0.0
     for rep in range(reps):
-        requests = rollout_requests(vocab, seed=rep)
+        requests = rollout_requests(vocab, seed=rep, groups=groups)
         t_cached, with_cache = await run_rollout(cached, requests)
         t_plain, without = await run_rollout(plain, requests)
         times["prefix cache"].append(t_cached)
@@ -87,7 +89,7 @@ async def main(reps: int) -> None:
           f"({stats['hits']} hits in {stats['lookups']} lookups)")
     print(f"same samples: {same}/{total}; largest log-prob difference on those: {worst:.2e}")
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"median rollout ({GROUPS * PER_GROUP} requests): prefix cache {med['prefix cache']:.2f} s, "
+    print(f"median rollout ({groups * PER_GROUP} requests): prefix cache {med['prefix cache']:.2f} s, "
           f"full prefill {med['full prefill']:.2f} s, load {os.getloadavg()[0]:.2f}")
     await cached.shutdown()
     await plain.shutdown()
@@ -97,4 +99,7 @@ async def main(reps: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
-    asyncio.run(main(parser.parse_args().reps))
+    parser.add_argument("--groups", type=int, default=GROUPS, help="prompts per rollout (GRPO groups of 8)")
+    parser.add_argument("--model-path", default=None, help="default: the embedded SmolLM2-135M-Instruct")
+    a = parser.parse_args()
+    asyncio.run(main(a.reps, a.groups, a.model_path))

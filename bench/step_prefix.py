@@ -1,14 +1,14 @@
 """A gui-rl-shaped GRPO step on SmolLM2-135M (embedded), CPU, fp32: the opening every row shares
 (system prompt + worked examples, 280 tokens) run once per step vs once per micro-batch.
 
-The batch is the one gui-rl trains on since the tenth session: 8 prompts x 8 samples (and 16 x 4),
+The batch is the one gui-rl trains on since 2026-11-24: 8 prompts x 8 samples (and 16 x 4),
 each prompt a 280-token opening then a ~100-token page, responses of 6-14 tokens;
 `--max-tokens-per-gpu 4096` (one micro-batch per GRPO group, whose prompt the shared-prompt forward
 runs once), LoRA r8, KL to the base (the reference log-prob pass), `--use-rollout-logprobs`. Timed:
 `train_rollout` (reference log-probs and one optimizer step), the two actors interleaved, median of
 N repetitions after one warm-up each. Also checked: both give the same gradient norm.
 
-    python bench/step_prefix.py [--reps 3] [--groups 8]
+    python bench/step_prefix.py [--reps 3] [--groups 8] [--model-path PATH]
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=8, help="prompts per step (GRPO groups of 8)")
     ap.add_argument("--model-path", default=None)
     a = ap.parse_args()
+    if a.groups < 2:
+        # one prompt's group is one micro-batch, and the actor runs the step prefix only when a step
+        # has two or more: with one there would be nothing to compare
+        ap.error("--groups must be at least 2 (the step prefix applies to steps of two or more micro-batches)")
     from transformers import AutoConfig
 
     from openclaw.models import resolve_model_path

@@ -18,7 +18,8 @@ TRL:   GRPOTrainer.compute_loss(model, inputs) + accelerator.backward + clip + o
 Also prints achieved training FLOP/s (LoRA: forward 2*N*T + input-gradient backward 2*N*T over
 the matmul weights, plus attention) as a fraction of this CPU's measured fp32 matmul peak.
 
-    python bench/train_step_vs_trl.py [--reps 3] [--out bench/results/train_step_vs_trl.md]
+    python bench/train_step_vs_trl.py [--reps 3] [--prompt-len 64] [--completion-len 192] [--model-path PATH]
+                                      [--out bench/results/train_step_vs_trl.md]
 """
 
 from __future__ import annotations
@@ -133,11 +134,17 @@ def trl_step(trainer, prompt, completions, rewards) -> None:
 
 
 def main() -> None:
+    global PROMPT, COMPLETION  # the batch shape every step function here builds on: --prompt-len/--completion-len
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--prompt-len", type=int, default=PROMPT)
+    ap.add_argument("--completion-len", type=int, default=COMPLETION)
     ap.add_argument("--model-path", default=None)
     ap.add_argument("--out", default=None, help="write a markdown report here")
     a = ap.parse_args()
+    sizes = "" if (a.prompt_len, a.completion_len) == (PROMPT, COMPLETION) else \
+        f" --prompt-len {a.prompt_len} --completion-len {a.completion_len}"
+    PROMPT, COMPLETION = a.prompt_len, a.completion_len
     import tempfile
 
     import transformers
@@ -202,7 +209,7 @@ def main() -> None:
     print("\n".join(lines))
     if a.out:
         Path(a.out).write_text("# train_step_vs_trl\n\nCommand: `python bench/train_step_vs_trl.py --reps "
-                               f"{a.reps}`\n\n```\n" + "\n".join(lines) + "\n```\n")
+                               f"{a.reps}{sizes}`\n\n```\n" + "\n".join(lines) + "\n```\n")
 
 
 if __name__ == "__main__":

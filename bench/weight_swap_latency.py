@@ -14,7 +14,9 @@ and last the ratio p99(with updates) / p99(without). Target: ratio <= 1.5, zero 
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -116,6 +118,7 @@ def main() -> int:
 
     base = str(resolve_model_path(args.model_path))
     work = Path(tempfile.mkdtemp(prefix="weight-swap-bench-"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)  # the adapter and control files are the run's own
     os.environ.setdefault("OPENCLAW_CONTROL_DIR", str(work / "control"))
     adapter = make_adapter(base, work / "adapter")
     app = create_app(ServerConfig(engine=EngineConfig(model_path=base, dtype="float32")))
