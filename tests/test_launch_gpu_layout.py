@@ -124,11 +124,29 @@ def test_preset_is_read_from_config_json_and_model_preset_names_one(tmp_path: Pa
 
 
 def test_env_vars_and_the_command_line_still_win_over_the_preset(tmp_path: Path) -> None:
-    plan = _plan(tmp_path, HF_CKPT="/models/Qwen3-4B", NUM_GPUS="8", TP="1", OPTIMIZER_ARGS="--lr 3e-6")
+    plan = _plan(tmp_path, HF_CKPT="/models/Qwen3-4B", NUM_GPUS="8", TP="1", OPTIMIZER_ARGS="--lr 3e-6",
+                 EXTRA_ARGS="--no-bf16")
     server = plan.server.argv
     assert server[server.index("--tp-size") + 1] == "1" and server.count("--tp-size") == 1
     cfg = _trainer(plan)
-    assert cfg.optimizer.lr == pytest.approx(3e-6) and not cfg.optimizer.gradient_checkpointing
+    assert cfg.optimizer.lr == pytest.approx(3e-6)
+    # OPTIMIZER_ARGS replaces the optimizer group only: what makes the model fit stays, unless turned off
+    assert cfg.optimizer.gradient_checkpointing and not cfg.optimizer.bf16
+
+
+def test_the_lora_scripts_keep_the_presets_memory_flags_on_one_gpu(tmp_path: Path) -> None:
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in LAYOUT_VARS}
+    env.update(OPENCLAW_DRY_RUN="1", RL_BUFFER_DIR=str(tmp_path / "buf"), LOG_DIR=str(tmp_path / "logs"),
+               RAY_AUTH_MODE="disabled", HF_CKPT="/models/Qwen3-4B", NUM_GPUS="1")
+    out = subprocess.run(["bash", "openclaw-rl/run_qwen3_7b_lora_openclaw_rl.sh"], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    submit = next(line for line in out.stdout.splitlines() if line.startswith("would run submit: "))
+    for flag in ("--use-lora", "--bf16", "--gradient-checkpointing", "--use-dynamic-batch-size",
+                 "--max-tokens-per-gpu 16384"):
+        assert f" {flag}" in submit, flag
 
 
 def test_more_gpus_than_found_is_refused_in_a_real_launch(tmp_path: Path) -> None:

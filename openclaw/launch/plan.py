@@ -152,7 +152,8 @@ def _choose(preset: Preset, s: Settings) -> list[str]:
     return [*(s.rollout_args if s.rollout_args is not None else preset.rollout),
             *(s.optimizer_args if s.optimizer_args is not None else preset.optimizer),
             *(s.lora_args if s.lora_args is not None else preset.lora),
-            *(s.ckpt_args if s.ckpt_args is not None else preset.ckpt)]
+            *(s.ckpt_args if s.ckpt_args is not None else preset.ckpt),
+            *preset.memory]
 
 
 def _judge_settings(s: Settings, judge_argv: Sequence[str]) -> tuple[dict[str, object], str]:

@@ -33,6 +33,9 @@ class Preset:
     optimizer: tuple[str, ...]
     lora: tuple[str, ...] = ()
     ckpt: tuple[str, ...] = ()
+    # memory flags of a model preset (bf16, checkpointing, token budget): no *_ARGS replaces them,
+    # since a script's OPTIMIZER_ARGS must not drop what makes the model fit; --no-bf16 etc. turn one off
+    memory: tuple[str, ...] = ()
     banner: str = ""
 
 
@@ -117,9 +120,9 @@ def live_preset(s: Settings, name: str, cpu_preset: bool, model_label: str = "",
                     f" Set MODEL_PATH (and use GPUs) for the {s.model_size} setup.\n{'=' * 78}"),
         )
     if model is not None:
-        # the memory flags ride with the optimizer group: OPTIMIZER_ARGS replaces both
-        return Preset(rollout=model.rollout_flags(), optimizer=(*model.optimizer_flags(lora), *model.memory_flags()),
-                      lora=model.lora_flags() if lora else (), ckpt=("--save-interval", "50", *ckpt))
+        return Preset(rollout=model.rollout_flags(), optimizer=model.optimizer_flags(lora),
+                      lora=model.lora_flags() if lora else (), ckpt=("--save-interval", "50", *ckpt),
+                      memory=model.memory_flags())
     return Preset(
         rollout=("--rollout-batch-size", "1", "--n-samples-per-prompt", "16", "--rollout-temperature", "1.0"),
         optimizer=("--lr", "1e-6", "--weight-decay", "0.01", "--adam-beta1", "0.9", "--adam-beta2", "0.999"),
