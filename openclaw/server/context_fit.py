@@ -77,7 +77,7 @@ def fit_to_context(render: Render, messages: list[dict[str, Any]], tools: list[d
         gone = {i for unit in units[:k] for i in unit}
         return [m for i, m in enumerate(messages) if i not in gone]
 
-    k = _smallest(len(units), lambda k: len(render(without_units(k), tools).input_ids) <= budget)
+    k = smallest_fitting(len(units), lambda k: len(render(without_units(k), tools).input_ids) <= budget)
     msgs = without_units(k)
     report["dropped_messages"] = sum(len(u) for u in units[:k])
     best = render(msgs, tools)
@@ -102,7 +102,7 @@ def fit_to_context(render: Render, messages: list[dict[str, Any]], tools: list[d
             out[sys_pos] = dict(msgs[sys_pos], content=text[:head] + SYSTEM_MARKER.format(n=n) + text[len(text) - tail:])
             return out
 
-        cut = _smallest(len(text), lambda n: len(render(cut_middle(n), cur_tools).input_ids) <= budget)
+        cut = smallest_fitting(len(text), lambda n: len(render(cut_middle(n), cur_tools).input_ids) <= budget)
         msgs = cut_middle(cut)
         report["system_chars_dropped"] = cut
         best = render(msgs, cur_tools)
@@ -152,7 +152,7 @@ def _tool_stub(tool: dict[str, Any]) -> dict[str, Any]:
     return {"type": tool.get("type", "function"), "function": stub}
 
 
-def _smallest(upper: int, fits: Callable[[int], bool]) -> int:
+def smallest_fitting(upper: int, fits: Callable[[int], bool]) -> int:
     """The smallest n in [0, upper] with fits(n) (fits is monotone), or upper if none fits."""
     lo, hi = 0, upper
     while lo < hi:

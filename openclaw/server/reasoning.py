@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from openclaw.server.context_fit import smallest_fitting
+
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
 
@@ -189,11 +191,4 @@ def reasoning_token_end(tokenizer: Any, output_ids: Sequence[int], text: str, bl
         return 0
     if not covers(len(ids)):
         return None
-    lo, hi = 1, len(ids)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if covers(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    return smallest_fitting(len(ids), covers)  # covers(0) is False: `want` is not empty
