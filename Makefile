@@ -10,7 +10,7 @@ demo:             ## the main job on the embedded default model
 	$(PYTHON) -m openclaw.demo
 
 test:             ## the default (fast) suite; CI runs this
-	$(PYTHON) -m pytest -q -m "not slow and not gpu" $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -q -m "not slow and not gpu" --durations=25 $(PYTEST_ARGS)
 
 test-all:         ## everything that can run without a GPU, slow tests included
 	$(PYTHON) -m pytest -q -m "not gpu" $(PYTEST_ARGS)

@@ -21,6 +21,7 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -91,9 +92,29 @@ def interleaved_times(run_a, run_b, reps: int) -> tuple[list[float], list[float]
     return times_a, times_b
 
 
+def interleaved_steps(actor_a: tuple, actor_b: tuple, batch: Callable[[], list], rollout_lp: list,
+                      reps: int) -> tuple[list[float], list[float]]:
+    """`interleaved_times` of one training step of each actor, on a fresh batch each time."""
+    return interleaved_times(lambda: step(*actor_a, batch(), rollout_lp), lambda: step(*actor_b, batch(), rollout_lp),
+                             reps)
+
+
 def machine_line(load: float) -> str:
     return (f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load avg at start "
             f"{load:.1f}, torch threads {torch.get_num_threads()}, torch {torch.__version__}")
+
+
+def print_report(load: float, about: list[str], a: tuple[str, list[float]], b: tuple[str, list[float]],
+                 ratio_name: str) -> None:
+    """The machine, the `about` lines, each side's (label, step times), and last the headline: the
+    ratio of their medians (the line tests/test_bench_smoke.py reads)."""
+    print(machine_line(load))
+    for line in about:
+        print(line)
+    for label, times in (a, b):
+        print(f"{label} (s): {[round(t, 2) for t in times]} median {statistics.median(times):.2f}")
+    ratio = statistics.median(a[1]) / statistics.median(b[1])
+    print(f"{ratio_name} = {ratio:.3f} wall-clock median (reference log-probs + train step)")
 
 
 def main() -> None:
@@ -124,18 +145,13 @@ def main() -> None:
     mbs_grouped, mbs_mixed = grouped[0]._micro_batches(toks, lens), mixed[0]._micro_batches(toks, lens)
     step(*grouped, batch(), rollout_lp)  # warm-up
     step(*mixed, batch(), rollout_lp)
-    t_grouped, t_mixed = interleaved_times(lambda: step(*grouped, batch(), rollout_lp),
-                                           lambda: step(*mixed, batch(), rollout_lp), a.reps)
-    mg, mm = statistics.median(t_grouped), statistics.median(t_mixed)
-    print(machine_line(load))
-    print(f"batch: {a.groups} prompts x {PER_GROUP} samples, {sum(map(len, toks))} tokens, "
-          f"{sum(lens)} trained; LoRA r8 attention, fp32, KL to the base")
-    print(f"micro-batches: grouped {len(mbs_grouped)} (shared prompt in "
-          f"{sum(mb.shared_prompt_length() > 0 for mb in mbs_grouped)}), by length {len(mbs_mixed)} "
-          f"(shared prompt in {sum(mb.shared_prompt_length() > 0 for mb in mbs_mixed)})")
-    print(f"grouped step (s): {[round(t, 2) for t in t_grouped]} median {mg:.2f}")
-    print(f"by-length step (s): {[round(t, 2) for t in t_mixed]} median {mm:.2f}")
-    print(f"grouped/by-length = {mg / mm:.3f} wall-clock median (reference log-probs + train step)")
+    t_grouped, t_mixed = interleaved_steps(grouped, mixed, batch, rollout_lp, a.reps)
+    shared = [sum(mb.shared_prompt_length() > 0 for mb in mbs) for mbs in (mbs_grouped, mbs_mixed)]
+    print_report(load, [f"batch: {a.groups} prompts x {PER_GROUP} samples, {sum(map(len, toks))} tokens, "
+                        f"{sum(lens)} trained; LoRA r8 attention, fp32, KL to the base",
+                        f"micro-batches: grouped {len(mbs_grouped)} (shared prompt in {shared[0]}), by length "
+                        f"{len(mbs_mixed)} (shared prompt in {shared[1]})"],
+                 ("grouped step", t_grouped), ("by-length step", t_mixed), "grouped/by-length")
 
 
 if __name__ == "__main__":

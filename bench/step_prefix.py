@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -25,9 +24,9 @@ from grouped_micro_batches import (  # noqa: E402 (this folder)
     OPENING,
     PER_GROUP,
     build_actor,
-    interleaved_times,
-    machine_line,
+    interleaved_steps,
     make_samples,
+    print_report,
     step,
 )
 
@@ -64,16 +63,12 @@ def main() -> None:
     assert prefix is not None and prefix.length >= OPENING, "the step prefix did not apply to this batch"
     norms = (step(*once, batch(), rollout_lp)["gradient/norm"],  # warm-up, and the same update both ways
              step(*per_mb, batch(), rollout_lp)["gradient/norm"])
-    t_once, t_per = interleaved_times(lambda: step(*once, batch(), rollout_lp),
-                                      lambda: step(*per_mb, batch(), rollout_lp), a.reps)
-    mo, mp = statistics.median(t_once), statistics.median(t_per)
-    print(machine_line(load))
-    print(f"batch: {a.groups} prompts x {PER_GROUP} samples, {n_mbs} micro-batches, {prefix.length}-token shared "
-          f"opening, {sum(map(len, toks))} tokens, {sum(lens)} trained; LoRA r8 attention, fp32, KL to the base")
-    print(f"first update's gradient norm: opening once {norms[0]:.6f}, per micro-batch {norms[1]:.6f}")
-    print(f"opening once per step (s): {[round(t, 2) for t in t_once]} median {mo:.2f}")
-    print(f"opening per micro-batch (s): {[round(t, 2) for t in t_per]} median {mp:.2f}")
-    print(f"once/per-micro-batch = {mo / mp:.3f} wall-clock median (reference log-probs + train step)")
+    t_once, t_per = interleaved_steps(once, per_mb, batch, rollout_lp, a.reps)
+    print_report(load, [f"batch: {a.groups} prompts x {PER_GROUP} samples, {n_mbs} micro-batches, {prefix.length}-token "
+                        f"shared opening, {sum(map(len, toks))} tokens, {sum(lens)} trained; LoRA r8 attention, fp32, "
+                        "KL to the base",
+                        f"first update's gradient norm: opening once {norms[0]:.6f}, per micro-batch {norms[1]:.6f}"],
+                 ("opening once per step", t_once), ("opening per micro-batch", t_per), "once/per-micro-batch")
 
 
 if __name__ == "__main__":

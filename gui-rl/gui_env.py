@@ -94,6 +94,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
 # (click-checkboxes: the share of boxes in the right state, so Submit alone often scores > 0;
 # find-greatest: 0.1 for the wrong card), so only full credit counts as success.
 FULL_CREDIT = 1.0
+# Browsers when PARALLEL_ENVS is unset: each is a Chromium of its own, heavier than a sandbox.
+DEFAULT_BROWSERS = 4
 T = TypeVar("T")
 
 
@@ -485,27 +487,3 @@ class SyncEnv:
     @property
     def screenshots(self) -> list[bytes]:
         return self.env.screenshots
-
-
-_POOL: BrowserPool | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def shared_pool(size: int, backend: str = "playwright") -> BrowserPool:
-    """The process-wide pool (PARALLEL_ENVS browsers), shared by every rollout of a trainer."""
-    from gui_screenshots import make_pool
-
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None or _POOL.size != size or _POOL.backend != backend:
-            if _POOL is not None:
-                _POOL.close()
-            _POOL = make_pool(size, backend)
-        return _POOL
-
-
-def parallel_envs_from_env(default: int = 4) -> int:
-    value = int(os.environ.get("PARALLEL_ENVS", default))
-    if value < 1:
-        raise ValueError(f"PARALLEL_ENVS must be >= 1, got {value}")
-    return value

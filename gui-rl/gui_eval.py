@@ -26,12 +26,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from gui_env import Action, ActionError, Observation, SyncEnv, parallel_envs_from_env
+from gui_env import DEFAULT_BROWSERS, Action, ActionError, Observation, SyncEnv
 from gui_policies import NoPlanError, RandomPolicy, ScriptedPolicy, check_planned
 from gui_screenshots import make_pool
 from gui_tasks import HELDOUT_SEEDS, all_task_names, resolve_task_names
 
 from openclaw.evaluation.progress import Progress
+from openclaw.sandbox import parallel_envs_from_env
 
 
 class Policy(Protocol):
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print("\n".join(all_task_names()))
         return 0
-    args.parallel_envs = args.parallel_envs or parallel_envs_from_env()
+    args.parallel_envs = args.parallel_envs or parallel_envs_from_env(DEFAULT_BROWSERS)
     report = evaluate(args)
     for task, rate in report["success_rate"].items():
         print(f"{task:<24} {rate:6.1%}")

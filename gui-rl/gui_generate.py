@@ -9,20 +9,19 @@ every step's PNG screenshot is kept in sample.metadata["screenshots"] (base64).
 
 from __future__ import annotations
 
-import argparse
 import base64
-import os
+import contextlib
 import random
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from gui_env import ActionError, Observation, StepResult, parallel_envs_from_env, parse_action, shared_pool
-from gui_screenshots import BACKENDS, check_screenshot_backend
+from gui_env import DEFAULT_BROWSERS, ActionError, Observation, RemoteEnv, StepResult, parse_action
+from gui_screenshots import BACKENDS, check_screenshot_backend, shared_pool
 from gui_tasks import TASKS_BY_NAME, task_url
 
-from openclaw.engines.sglang_client import SGLangClient
-from openclaw.sandbox.episode import chat_prompt_ids, engine_url_for, load_tokenizer
-from openclaw.sandbox.trajectory import ObservationFormat, TrajectoryBuilder, Turn, run_agent_loop
+from openclaw.sandbox.trajectory import Turn
+from openclaw.tracks import Play, Score, TrackOptions, generate_episode, option, trainer_value
 
 SYSTEM_PROMPT = (
     "You control a web page. Each turn you see the goal and the page's elements, each with an id "
@@ -52,46 +51,36 @@ def opening_messages(first_page: Any) -> list[dict[str, Any]]:
         messages += [{"role": "user", "content": page}, {"role": "assistant", "content": action}]
     return messages + [{"role": "user", "content": first_page}]
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """GUI-RL flags (slime's extra-args-provider contract); each has an env default."""
-    parser.add_argument("--env-type", default=os.environ.get("ENV_TYPE", "gui"), choices=["gui"])
-    parser.add_argument("--max-steps", type=int, default=int(os.environ.get("MAX_STEPS", "4")),
-                        help="Model turns per episode [env MAX_STEPS]")
-    parser.add_argument("--parallel-envs", type=int, default=None,
-                        help="Browsers, reused across episodes [env PARALLEL_ENVS, default 4]")
-    parser.add_argument("--screenshot-backend", default=os.environ.get("SCREENSHOT_BACKEND", "playwright"),
-                        choices=BACKENDS, help="[env SCREENSHOT_BACKEND]")
-    parser.add_argument("--shuffle-element-ids", type=float, default=0.0, metavar="SHARE",
-                        help="share of training pages (task, seed) whose element ids are drawn at random, so "
-                             "that clicking a fixed id earns nothing and only reading the label does "
-                             "(gui_env.ShuffledIds); evaluation never shuffles")
-
 
 @dataclass(frozen=True)
-class GuiRLConfig:
-    max_steps: int
-    parallel_envs: int
-    screenshot_backend: str
-    max_context_len: int
-    shuffle_element_ids: float
+class GuiRLConfig(TrackOptions):
+    NAME = "gui"
+    DEFAULT_ENVS = DEFAULT_BROWSERS
 
-    @classmethod
-    def from_args(cls, args: Any) -> GuiRLConfig:
-        max_steps = int(args.max_steps)
-        if max_steps < 1:
-            raise ValueError(f"--max-steps/MAX_STEPS must be >= 1, got {max_steps}")
-        shuffle = float(args.shuffle_element_ids)
-        if not 0.0 <= shuffle <= 1.0:
-            raise ValueError(f"--shuffle-element-ids is a share in [0, 1], got {shuffle}")
-        return cls(max_steps=max_steps, parallel_envs=int(args.parallel_envs or 0) or parallel_envs_from_env(),
-                   screenshot_backend=args.screenshot_backend,
-                   max_context_len=int(args.rollout_max_context_len or 2048), shuffle_element_ids=shuffle)
+    max_steps: int = option(4, env="MAX_STEPS", help="Model turns per episode [env MAX_STEPS]")
+    parallel_envs: int | None = option(None, parse=int,
+                                       help="Browsers, reused across episodes [env PARALLEL_ENVS, default 4]")
+    screenshot_backend: str = option("playwright", env="SCREENSHOT_BACKEND", choices=BACKENDS,
+                                     help="[env SCREENSHOT_BACKEND]")
+    shuffle_element_ids: float = option(
+        0.0, metavar="SHARE", help="share of training pages (task, seed) whose element ids are drawn at random, so "
+                                   "that clicking a fixed id earns nothing and only reading the label does "
+                                   "(gui_env.ShuffledIds); evaluation never shuffles")
+    rollout_max_context_len: int = trainer_value(2048)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 <= self.shuffle_element_ids <= 1.0:
+            raise ValueError(f"--shuffle-element-ids is a share in [0, 1], got {self.shuffle_element_ids}")
 
     def shuffles(self, task: str, seed: int, evaluation: bool) -> bool:
         """Whether this page's ids are drawn at random: decided by (task, seed), so the samples
         of one GRPO group all see the same page."""
         return (not evaluation and self.shuffle_element_ids > 0
                 and random.Random(f"shuffle:{task}:{seed}").random() < self.shuffle_element_ids)
+
+
+add_arguments = GuiRLConfig.add_arguments
 
 
 def task_for_sample(sample: Any) -> tuple[str, int]:
@@ -117,48 +106,56 @@ def action_text(tokenizer: Any, token_ids: list[int]) -> str:
     return tokenizer.decode(token_ids, skip_special_tokens=True)
 
 
-async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
-    from slime.utils.types import Sample
+@dataclass
+class GuiEpisode:
+    """The turns of one episode on a pooled browser page, and what they earned."""
 
+    env: RemoteEnv
+    tokenizer: Any
+    max_steps: int
+    text: str  # the page as the policy last saw it
+    actions: list[str] = field(default_factory=list)
+    reward: float = 0.0
+    raw_reward: float = 0.0
+    errors: int = 0
+
+    async def step(self, turn: Turn) -> str | None:
+        try:
+            action = parse_action(action_text(self.tokenizer, turn.token_ids))
+        except ActionError as exc:  # an unreadable reply costs a turn; the page is shown again
+            self.actions.append("invalid")
+            self.errors += 1
+            return None if len(self.actions) >= self.max_steps else f"Error: {exc}\n{self.text}"
+        result = await self.env.step(action)
+        self.actions.append(action.render())
+        self.reward, self.raw_reward, self.text = result.reward, result.raw_reward, result.observation.text()
+        self.errors += result.error is not None
+        if result.done or len(self.actions) >= self.max_steps:
+            return None
+        return observation_text(result)
+
+
+@contextlib.asynccontextmanager
+async def gui_play(cfg: GuiRLConfig, task: str, seed: int, evaluation: bool, tokenizer: Any) -> AsyncIterator[Play]:
+    async with shared_pool(cfg.envs(), cfg.screenshot_backend).env() as env:
+        shuffled = cfg.shuffles(task, seed, evaluation)
+        first: Observation = await env.reset(task, seed, shuffle_ids=shuffled)
+        episode = GuiEpisode(env, tokenizer, cfg.max_steps, first.text())
+
+        async def score(outcome: str) -> Score:
+            kind = TASKS_BY_NAME[task].kind if task in TASKS_BY_NAME else "other"
+            return Score(float(episode.reward), dict(
+                task=task, seed=seed, kind=kind, steps=len(episode.actions), actions=episode.actions,
+                shuffled_ids=shuffled, raw_reward=episode.raw_reward, action_errors=episode.errors,
+                screenshots=[base64.b64encode(png).decode() for png in env.screenshots]))
+
+        yield Play(opening_messages(first.text()), episode.step, score)
+
+
+async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
     cfg = GuiRLConfig.from_args(args)
     check_screenshot_backend(cfg.screenshot_backend)
     task, seed = task_for_sample(sample)
-    tokenizer = load_tokenizer(args.hf_checkpoint)
-    obs_format = ObservationFormat.from_tokenizer(tokenizer, role="user")
-    pool = shared_pool(cfg.parallel_envs, cfg.screenshot_backend)
-    async with pool.env() as env, SGLangClient(engine_url_for(args, sample.index)) as client:
-        shuffled = cfg.shuffles(task, seed, evaluation)
-        first: Observation = await env.reset(task, seed, shuffle_ids=shuffled)
-        messages = opening_messages(first.text())
-        prompt_text, prompt_ids = chat_prompt_ids(tokenizer, messages)
-        builder = TrajectoryBuilder(client, prompt_ids, sampling_params, cfg.max_context_len)
-        actions: list[str] = []
-        last: dict[str, Any] = {"reward": 0.0, "raw": 0.0, "errors": 0, "text": first.text()}
-
-        async def step(turn: Turn) -> str | None:
-            try:
-                action = parse_action(action_text(tokenizer, turn.token_ids))
-            except ActionError as exc:  # an unreadable reply costs a turn; the page is shown again
-                actions.append("invalid")
-                last["errors"] += 1
-                return None if len(actions) >= cfg.max_steps else f"Error: {exc}\n{last['text']}"
-            result = await env.step(action)
-            actions.append(action.render())
-            last.update(reward=result.reward, raw=result.raw_reward, text=result.observation.text())
-            last["errors"] += result.error is not None
-            if result.done or len(actions) >= cfg.max_steps:
-                return None
-            return observation_text(result)
-
-        outcome = await run_agent_loop(builder, tokenizer, obs_format, step)
-        await builder.finalize()
-        screenshots = [base64.b64encode(png).decode() for png in env.screenshots]
-    builder.fill_sample(sample)
-    sample.prompt = prompt_text
-    sample.response = tokenizer.decode(sample.tokens[len(prompt_ids):])
-    sample.reward = float(last["reward"])
-    sample.status = Sample.Status(outcome)
-    sample.metadata.update(task=task, seed=seed, kind=TASKS_BY_NAME[task].kind if task in TASKS_BY_NAME else "other",
-                           steps=len(actions), actions=actions, shuffled_ids=shuffled, raw_reward=last["raw"],
-                           action_errors=last["errors"], screenshots=screenshots)
-    return sample
+    return await generate_episode(args, sample, sampling_params,
+                                  lambda tokenizer, obs_format: gui_play(cfg, task, seed, evaluation, tokenizer),
+                                  cfg.rollout_max_context_len)

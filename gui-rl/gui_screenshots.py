@@ -5,6 +5,8 @@ takes its screenshots.
 - `selenium`: Chromium is driven through Selenium + chromedriver, which takes the PNG; Playwright
   attaches to the same tab for the tree and the actions (gui_selenium). Same observation contract.
 
+`shared_pool` keeps one pool of browsers per process, made for the backend asked for.
+
 A backend whose parts are missing stops the run at once, saying what to install (no silent
 fallback to the other backend).
 """
@@ -13,10 +15,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import TYPE_CHECKING
+import threading
 
-if TYPE_CHECKING:
-    from gui_env import BrowserPool
+from gui_env import BrowserPool
+from gui_selenium import SeleniumBrowserPool, chromedriver_path
 
 BACKENDS = ("playwright", "selenium")
 
@@ -28,8 +30,6 @@ def check_screenshot_backend(name: str) -> None:
         raise RuntimeError(f"SCREENSHOT_BACKEND={name} needs pip install playwright==1.65.2 "
                            "(bash gui-rl/setup_gui.sh)")
     if name == "selenium":
-        from gui_selenium import chromedriver_path
-
         missing = []
         if importlib.util.find_spec("selenium") is None:
             missing.append("pip install selenium==4.50.0")
@@ -46,9 +46,20 @@ def make_pool(size: int, backend: str) -> BrowserPool:
     """The `PARALLEL_ENVS` browsers for a backend (checked first: a missing part stops here)."""
     check_screenshot_backend(backend)
     if backend == "selenium":
-        from gui_selenium import SeleniumBrowserPool
-
         return SeleniumBrowserPool(size)
-    from gui_env import BrowserPool
-
     return BrowserPool(size)
+
+
+_POOL: BrowserPool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def shared_pool(size: int, backend: str = "playwright") -> BrowserPool:
+    """The process-wide pool (PARALLEL_ENVS browsers), shared by every rollout of a trainer."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL.size != size or _POOL.backend != backend:
+            if _POOL is not None:
+                _POOL.close()
+            _POOL = make_pool(size, backend)
+        return _POOL

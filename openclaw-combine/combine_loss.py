@@ -47,8 +47,8 @@ def combine_loss(batch: dict[str, Any], *, config: Any, reducer: Any, logits: to
     if old is None:
         old = batch["old_log_probs"]
     old = old.detach().float()
-    w_opd = float(getattr(config, "openclaw_combine_w_opd", 1.0))
-    w_rl = float(getattr(config, "openclaw_combine_w_rl", 1.0))
+    # the method's provider (openclaw_combine_args.py) defines both, with openclaw.methods' defaults
+    w_opd, w_rl = float(config.openclaw_combine_w_opd), float(config.openclaw_combine_w_rl)
     teacher = batch.get("teacher_log_probs")
     scalar = batch.get("advantages")
     if scalar is None or getattr(config, "use_opd", False):  # the framework's advantages hold no pure RL part

@@ -14,6 +14,11 @@ from openclaw.bridge.flags import (
     add_teacher_arguments,
 )
 from openclaw.bridge.source import check_live_args
+from openclaw.methods import get_method
+
+COMBINE = get_method("combine")
+assert COMBINE.weights is not None  # combine weighs its two signals
+W_OPD, W_RL = COMBINE.weights
 
 
 def _env_float(name: str, default: float) -> float:
@@ -27,10 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> 
     add_teacher_arguments(parser)
     add_rl_score_argument(parser)  # the binary-RL half's reward: the judge's sign or graded score
     parser.add_argument("--openclaw-combine-w-opd", "--w-opd", dest="openclaw_combine_w_opd", type=float,
-                        default=_env_float("OPENCLAW_COMBINE_W_OPD", 1.0),
+                        default=_env_float("OPENCLAW_COMBINE_W_OPD", W_OPD),
                         help="weight of the OPD token advantage (teacher - old) (env OPENCLAW_COMBINE_W_OPD)")
     parser.add_argument("--openclaw-combine-w-rl", "--w-rl", dest="openclaw_combine_w_rl", type=float,
-                        default=_env_float("OPENCLAW_COMBINE_W_RL", 1.0),
+                        default=_env_float("OPENCLAW_COMBINE_W_RL", W_RL),
                         help="weight of the binary-RL advantage (judge score) (env OPENCLAW_COMBINE_W_RL)")
 
 

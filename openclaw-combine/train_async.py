@@ -29,9 +29,11 @@ from pathlib import Path
 import httpx
 
 from openclaw.launch.settings import count_gpus
+from openclaw.methods import DEFAULT_METHOD, builtin_methods
 
 REPO = Path(__file__).resolve().parents[1]
-METHODS = {"binary": "openclaw-rl", "rl": "openclaw-rl", "opd": "openclaw-opd", "combine": "openclaw-combine"}
+# the page's method names -> the launcher's recipes ("binary" is the page's name for rl)
+METHODS = {"binary": builtin_methods()["rl"].recipe, **{name: m.recipe for name, m in builtin_methods().items()}}
 
 
 def launch_command(argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
@@ -40,7 +42,7 @@ def launch_command(argv: list[str], env: dict[str, str]) -> tuple[list[str], dic
                                 formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     p.add_argument("--rollout-dir", default=env.get("RL_BUFFER_DIR") or "./rollouts")
     p.add_argument("--checkpoint-dir")
-    p.add_argument("--method", choices=sorted(METHODS), default="combine")
+    p.add_argument("--method", choices=sorted(METHODS), default=DEFAULT_METHOD)
     p.add_argument("--gpus")
     p.add_argument("--server-url")
     args, rest = p.parse_known_args(argv)

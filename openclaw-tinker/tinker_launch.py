@@ -25,6 +25,8 @@ from pathlib import Path
 
 import httpx
 
+from openclaw.proctree import stop_child
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -85,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("OPENCLAW_DRY_RUN") or os.environ.get("DRY_RUN"):
         # The plan only, in the launcher's shape (openclaw/launch/README.md).
         print("would run server:", shlex.join(cmd[1:] if cmd[0] == sys.executable else cmd))
-        print("would run trainer:", json.dumps({k: str(v) for k, v in dataclasses.asdict(cfg).items()}))
+        shown = {**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}, "method": cfg.method.name}
+        print("would run trainer:", json.dumps({k: str(v) for k, v in shown.items()}))
         return 0
     print("starting:", " ".join(cmd), flush=True)
     proc = subprocess.Popen(cmd)
@@ -94,12 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"server ready at {url}/v1 (backend tinker); training {cfg.method} over Tinker", flush=True)
         train.run(cfg)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_child(proc, grace_s=30)
     return 0
 
 

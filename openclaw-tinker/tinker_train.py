@@ -10,11 +10,14 @@ and tells the serving engine (`/update_weights_from_disk` with the `tinker://` s
 sample from them, so the served policy is the trained one. Reads top to bottom: setup -> (batch ->
 advantages -> train -> publish -> commit) per step.
 
-Loss mapping (Tinker's loss, per response token t, ratio r_t = p_new/p_behaviour):
+Loss mapping (Tinker's loss, per response token t, ratio r_t = p_new/p_behaviour): the method's own
+advantage (`openclaw.methods.Method.token_advantages`), e.g.
     rl       A_t = score - baseline           (baseline: batch mean of scores, or 0)
     opd      A_t = teacher_logp_t - old_logp_t (teacher: the current policy shown the judge's hint)
     combine  A_t = w_opd (teacher_logp_t - old_logp_t) + w_rl (score - baseline)
     loss     ppo: -min(r_t A_t, clip(r_t) A_t)     importance_sampling: -r_t A_t
+Judged turns are drained through the slime recipes' data source (`openclaw.bridge.BufferDataSource`):
+the same trainable kinds, skip reasons, retraction checks and provenance ledger.
 `old_logp` is what the engine recorded with the turn (behaviour policy), as in the slime recipes.
 Refused, with the reason: full fine-tuning (Tinker trains LoRA adapters), a KL term to the
 reference (Tinker's built-in losses have none), top-k distillation (no per-token distributions).
@@ -27,21 +30,19 @@ import asyncio
 import json
 import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from openclaw.bridge.source import BufferDataSource
 from openclaw.bridge.teacher import teacher_prompt_ids
-from openclaw.bridge.turns import METHODS, trainable_kinds, turn_signal
-from openclaw.buffer import TrajectoryBuffer
+from openclaw.bridge.turns import turn_signal
 from openclaw.engines.tinker_engine import prompt_logprobs, tinker_service_client
+from openclaw.methods import DEFAULT_METHOD, Method, MethodError, get_method, method_names
 
 LOSSES = ("ppo", "importance_sampling")
-# Why a judged turn is not trainable for a method (the bridge's rollout/buffer_skipped/<reason> names).
-NO_SIGNAL = {"rl": "no_score", "opd": "no_hint", "combine": "no_signal"}
 
 
 class Refused(ValueError):
@@ -50,7 +51,7 @@ class Refused(ValueError):
 
 @dataclass(frozen=True)
 class TinkerTrainConfig:
-    method: str
+    method: Method | str  # a method object, or its name
     base_model: str
     buffer_dir: Path
     server_url: str  # the OpenAI server whose engine serves the policy (weights pushed there)
@@ -62,8 +63,8 @@ class TinkerTrainConfig:
     batch_size: int = 8
     steps: int = 1  # 0: run until stopped
     baseline: str = "batch"  # rl/combine: subtract the batch's mean score ("batch") or nothing ("zero")
-    w_opd: float = 1.0
-    w_rl: float = 1.0
+    w_opd: float | None = None  # None: the method's own weight
+    w_rl: float | None = None
     consumer_id: str = "openclaw-tinker"
     ckpt_dir: Path = Path("./ckpt-tinker")
     wait_timeout: float = 3600.0
@@ -73,7 +74,8 @@ class TinkerTrainConfig:
 def build_parser() -> argparse.ArgumentParser:
     env = os.environ
     p = argparse.ArgumentParser(prog="openclaw-tinker/tinker_train.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--method", choices=METHODS, default=env.get("OPENCLAW_METHOD", "combine"))
+    p.add_argument("--method", default=env.get("OPENCLAW_METHOD", DEFAULT_METHOD),
+                   help=f"{', '.join(method_names())}, or a method file's path (openclaw.methods; env OPENCLAW_METHOD)")
     p.add_argument("--base-model", "--model-path", dest="base_model", default=env.get("MODEL_PATH"),
                    help="the base model as Tinker names it (env MODEL_PATH)")
     p.add_argument("--tokenizer-path", default=None, help="where the chat template/tokenizer is read (default: --base-model)")
@@ -84,13 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lora-rank", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--batch-size", "--rollout-batch-size", dest="batch_size", type=int, default=8)
-    p.add_argument("--steps", "--num-rollout", dest="steps", type=int, default=int(env.get("MAX_STEPS", "0") or 0),
-                   help="training steps; 0 runs until stopped (env MAX_STEPS)")
+    p.add_argument("--steps", "--num-rollout", dest="steps", type=int, default=int(env.get("NUM_ROLLOUT", "0") or 0),
+                   help="training steps; 0 runs until stopped (env NUM_ROLLOUT, as in the slime recipes)")
     p.add_argument("--baseline", choices=("batch", "zero"), default="batch")
     p.add_argument("--w-opd", "--openclaw-combine-w-opd", dest="w_opd", type=float,
-                   default=float(env.get("OPENCLAW_COMBINE_W_OPD") or 1.0))
+                   default=float(env["OPENCLAW_COMBINE_W_OPD"]) if env.get("OPENCLAW_COMBINE_W_OPD") else None,
+                   help="combine's OPD weight (default: the method's)")
     p.add_argument("--w-rl", "--openclaw-combine-w-rl", dest="w_rl", type=float,
-                   default=float(env.get("OPENCLAW_COMBINE_W_RL") or 1.0))
+                   default=float(env["OPENCLAW_COMBINE_W_RL"]) if env.get("OPENCLAW_COMBINE_W_RL") else None,
+                   help="combine's binary-RL weight (default: the method's)")
     p.add_argument("--buffer-consumer-id", dest="consumer_id", default=None)
     p.add_argument("--save", "--ckpt-dir", dest="ckpt_dir", type=Path, default=Path(env.get("CKPT_SAVE_DIR", "./ckpt-tinker")))
     p.add_argument("--buffer-wait-timeout", dest="wait_timeout", type=float, default=3600.0)
@@ -101,8 +105,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def config_from(a: argparse.Namespace) -> TinkerTrainConfig:
+def config_from(a: argparse.Namespace, env: dict[str, str] | None = None) -> TinkerTrainConfig:
     """The typed config, or Refused naming what Tinker cannot express."""
+    env = dict(os.environ) if env is None else env
+    if env.get("MAX_STEPS") and not env.get("NUM_ROLLOUT"):
+        raise Refused(f"MAX_STEPS={env['MAX_STEPS']} is the tracks' model turns per episode; Tinker's number of "
+                      "training steps is NUM_ROLLOUT (or --steps)")
+    try:
+        method = get_method(a.method)
+    except MethodError as exc:
+        raise Refused(f"--method: {exc}") from None
+    if method.weights is None and (a.w_opd is not None or a.w_rl is not None):
+        raise Refused(f"--w-opd/--w-rl weigh two signals; {method.name} trains on one")
     if a.full_finetune:
         raise Refused("--full-finetune: Tinker trains LoRA adapters only (create_lora_training_client); "
                       "use the slime recipes for full fine-tuning")
@@ -115,10 +129,10 @@ def config_from(a: argparse.Namespace) -> TinkerTrainConfig:
     if not a.base_model:
         raise Refused("--base-model (or env MODEL_PATH) is required: the base model as Tinker names it")
     return TinkerTrainConfig(
-        method=a.method, base_model=a.base_model, buffer_dir=a.buffer_dir, server_url=a.server_url.rstrip("/"),
+        method=method, base_model=a.base_model, buffer_dir=a.buffer_dir, server_url=a.server_url.rstrip("/"),
         tinker_url=a.tinker_url, tokenizer_path=a.tokenizer_path, loss=a.loss, lora_rank=a.lora_rank, lr=a.lr,
         batch_size=a.batch_size, steps=a.steps, baseline=a.baseline, w_opd=a.w_opd, w_rl=a.w_rl,
-        consumer_id=a.consumer_id or f"openclaw-tinker-{a.method}", ckpt_dir=a.ckpt_dir, wait_timeout=a.wait_timeout)
+        consumer_id=a.consumer_id or f"openclaw-tinker-{method.name}", ckpt_dir=a.ckpt_dir, wait_timeout=a.wait_timeout)
 
 
 def parse_args(argv: list[str] | None = None) -> TinkerTrainConfig:
@@ -133,8 +147,17 @@ class Trainer:
     training: Any  # tinker.TrainingClient
     sampling: Any  # tinker.SamplingClient of the latest weights (the OPD teacher)
     tokenizer: Any
-    buffer: TrajectoryBuffer
+    source: BufferDataSource
     step: int = 0
+
+
+def drain_args(cfg: TinkerTrainConfig) -> argparse.Namespace:
+    """The data source's settings, as the slime recipes' trainer flags would give them: one turn per
+    group (the baseline is Tinker-side), and no slime checkpoint (this trainer commits at its own)."""
+    return argparse.Namespace(
+        rl_buffer_dir=str(cfg.buffer_dir), buffer_consumer_id=cfg.consumer_id, buffer_wait_timeout=cfg.wait_timeout,
+        buffer_min_batch=cfg.batch_size, buffer_poll_interval=cfg.poll_interval, rollout_batch_size=cfg.batch_size,
+        n_samples_per_prompt=1, rewards_normalization=False, save=None, load=None, hf_checkpoint=cfg.base_model)
 
 
 def setup(cfg: TinkerTrainConfig) -> Trainer:
@@ -145,40 +168,28 @@ def setup(cfg: TinkerTrainConfig) -> Trainer:
     sampling = service.create_sampling_client(base_model=cfg.base_model)
     tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer_path or cfg.base_model)
     # An existing buffer only: a wrong path is an error naming it, never a new empty buffer.
-    buffer = TrajectoryBuffer.open(cfg.buffer_dir, create=False)
+    source = BufferDataSource(drain_args(cfg), cfg.method)
     cfg.ckpt_dir.mkdir(parents=True, exist_ok=True)
-    return Trainer(cfg, training, sampling, tokenizer, buffer)
+    return Trainer(cfg, training, sampling, tokenizer, source)
 
 
 # -- one step ---------------------------------------------------------------------------------
 
 def next_batch(t: Trainer) -> tuple[list[Any], dict[str, int]]:
-    """`batch_size` judged main turns this method can train on; the others are consumed and
-    counted by reason (never silently dropped). Waits at most `wait_timeout` seconds."""
-    kinds, picked, skipped = trainable_kinds(t.cfg.method), [], {}
-    deadline = time.monotonic() + t.cfg.wait_timeout
+    """`batch_size` judged main turns this method can train on, drained as the slime recipes drain
+    them; the others are consumed and counted by reason (never silently dropped). Tinker's loss needs
+    the behaviour log-probs the engine recorded, so a turn without them is skipped (`no_logprobs`)."""
+    picked: list[Any] = []
+    skipped: dict[str, int] = {}
     while len(picked) < t.cfg.batch_size:
-        recs = t.buffer.fetch_judged(t.cfg.consumer_id, limit=64, turn_type="main")
-        recs = [r for r in recs if r.turn_id not in {p.turn_id for p in picked}]
-        unusable = []
-        for r in recs:
-            kind = turn_signal(r).kind
-            if kind in kinds and r.response_ids and len(r.response_logprobs) == len(r.response_ids):
-                if len(picked) < t.cfg.batch_size:
-                    picked.append(r)
+        drained = t.source.take(t.cfg.batch_size - len(picked))
+        for reason, n in drained.skipped.items():
+            skipped[reason] = skipped.get(reason, 0) + n
+        for r in drained.records:
+            if r.response_ids and len(r.response_logprobs) == len(r.response_ids):
+                picked.append(r)
             else:
-                reason = "no_logprobs" if kind in kinds else NO_SIGNAL[t.cfg.method]
-                skipped[reason] = skipped.get(reason, 0) + 1
-                unusable.append(r.turn_id)
-        if unusable:
-            t.buffer.commit_consumed(t.cfg.consumer_id, unusable, checkpoint_tag=f"skipped-{t.step}")
-        if len(picked) >= t.cfg.batch_size:
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"waited {t.cfg.wait_timeout:.0f} s for {t.cfg.batch_size} judged turns; "
-                               f"{len(picked)} so far (buffer {t.cfg.buffer_dir})")
-        print(f"waiting for {t.cfg.batch_size} judged turns: {len(picked)} so far", flush=True)
-        time.sleep(t.cfg.poll_interval)  # polling the buffer the judge writes to
+                skipped["no_logprobs"] = skipped.get("no_logprobs", 0) + 1
     return picked, skipped
 
 
@@ -193,18 +204,17 @@ def teacher_logprobs(t: Trainer, rec: Any, hint: str) -> list[float]:
 def token_advantages(t: Trainer, batch: list[Any]) -> tuple[list[list[float]], dict[str, float]]:
     """Per response token, the method's advantage (see the module docstring)."""
     cfg, scores = t.cfg, [turn_signal(r).score for r in batch]
+    method = get_method(cfg.method)
     baseline = sum(scores) / len(scores) if cfg.baseline == "batch" else 0.0
     out, opd_sum, n_tok, hinted = [], 0.0, 0, 0
     for rec, score in zip(batch, scores, strict=True):
         old = [float(x) for x in rec.response_logprobs]
         hint = turn_signal(rec).hint
         opd = [0.0] * len(old)
-        if cfg.method != "rl" and hint:
+        if method.uses_teacher and hint:
             hinted += 1
             opd = [te - o for te, o in zip(teacher_logprobs(t, rec, hint), old, strict=True)]
-        rl = 0.0 if cfg.method == "opd" else score - baseline
-        w_opd, w_rl = (cfg.w_opd, cfg.w_rl) if cfg.method == "combine" else (1.0, 1.0)
-        out.append([w_opd * a + w_rl * rl for a in opd])
+        out.append(method.token_advantages(opd, score, baseline, cfg.w_opd, cfg.w_rl))
         opd_sum, n_tok = opd_sum + sum(opd), n_tok + len(opd)
     return out, {"reward/mean": sum(scores) / len(scores), "advantage/opd_mean": opd_sum / max(n_tok, 1),
                  "rollout/opd_hinted": float(hinted)}
@@ -267,7 +277,9 @@ def save_checkpoint(t: Trainer, sampler_path: str, turn_ids: list[int], metrics:
                                "turn_ids": turn_ids, "metrics": metrics}, indent=1))
     os.replace(tmp, out)
     (t.cfg.ckpt_dir / "checkpoint-latest").write_text(tag + "\n")
-    t.buffer.commit_consumed(t.cfg.consumer_id, turn_ids, checkpoint_tag=tag)
+    t.source.buffer.commit_consumed(t.cfg.consumer_id, turn_ids, checkpoint_tag=tag)
+    # Skipped turns stay pending in the source, which commits them when it next drains.
+    t.source.pending.difference_update(turn_ids)
     return tag
 
 
@@ -281,13 +293,16 @@ def run(cfg: TinkerTrainConfig) -> list[dict[str, float]]:
             metrics.update(train_step(t, [to_datum(r, a) for r, a in zip(batch, advantages, strict=True)]))
             metrics.update({f"rollout/buffer_skipped/{k}": float(v) for k, v in skipped.items()})
             t.step += 1
+            t.source.before_weight_push()  # weights that hold a retracted session never leave
             path = publish(t)
-            save_checkpoint(t, path, [r.turn_id for r in batch], metrics)
+            turn_ids = [int(r.turn_id) for r in batch]
+            t.source.on_trained(turn_ids, t.step, t.step)  # the provenance ledger, as the slime recipes write it
+            save_checkpoint(t, path, turn_ids, metrics)
             metrics["step"] = float(t.step)
             print(json.dumps({"step": t.step, "sampler_path": path, **metrics}), flush=True)
             history.append(metrics)
     finally:
-        t.buffer.close()
+        t.source.buffer.close()
     return history
 
 

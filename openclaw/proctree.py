@@ -1,6 +1,6 @@
 """The processes below a PID, or in a process group, read from /proc (Linux): what a test, a
 benchmark or a backend started, found by parentage or group rather than by name (never
-`pkill chromium`: other people's browsers share the host)."""
+`pkill chromium`: other people's browsers share the host), and stopped by PID."""
 
 from __future__ import annotations
 
@@ -21,6 +21,17 @@ def _stat_fields(pid: str) -> list[str] | None:
             return f.read().rsplit(b")", 1)[1].decode().split()
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return None
+
+
+def pid_exists(pid: int) -> bool:
+    """Whether `pid` names a process on this host (a zombie included), ours or another user's."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, owned by someone else
+    return True
 
 
 def _all_stats() -> dict[int, list[str]]:
@@ -79,3 +90,13 @@ def stop_started_group(proc: subprocess.Popen, grace_s: float) -> None:
         proc.wait(timeout=5)  # a zombie by now; it only stays if SIGKILL could not end it (state D)
     except subprocess.TimeoutExpired:
         log.warning("process %d did not exit after SIGKILL to its group", proc.pid)
+
+
+def stop_child(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM a child we started, SIGKILL it if it is still running after `grace_s`, and reap it."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -84,7 +84,8 @@ with open(sys.argv[1], "w") as f:
                             "label": str(a + b)}) + "\n")
 PY
 
-ENGINE_FLAGS=()
+# slime names no engine of its own: the embedded one is the runtime's server, given by command
+ENGINE_FLAGS=(--rollout-engine-command "python -m openclaw.engines.serve")
 if [ "$ROLLOUT_BACKEND" = sglang ]; then
   ENGINE_FLAGS=(--sglang-mem-fraction-static 0.4 --sglang-context-length 2048)
 fi

@@ -11,32 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from slime.ray.driver import Run, collect_rollout, finish_step, setup
-from slime.rollout.staleness import apply_staleness
-from slime.utils.arguments import ConfigError, parse_config
-from slime.utils.metrics import StepTimer, staleness_metrics
-
-
-def train_async(run: Run) -> None:
-    cfg = run.cfg
-    if cfg.cluster.colocate:
-        raise ValueError("train_async overlaps rollout and training: it cannot run with --colocate")
-    start, end = run.start_rollout_id, run.num_rollout
-    pending = run.generate(start) if start < end else None
-    for rollout_id in range(start, end):
-        timer = StepTimer()
-        with timer("wait_rollout"):
-            samples, metrics = collect_rollout(run, rollout_id, pending)
-        pending = run.generate(rollout_id + 1) if rollout_id + 1 < end else None  # overlaps training
-        kept = apply_staleness(samples, run.weights.version, cfg.rollout.max_staleness, cfg.rollout.staleness_policy,
-                               int(cfg.data.n_samples_per_prompt))
-        metrics.update(staleness_metrics([run.weights.version - lag for lag in kept.lags], run.weights.version,
-                                         dropped=kept.dropped))
-        if kept.samples:
-            with timer("train"):
-                metrics.update(run.train_on(rollout_id, kept.samples, kept.weights))
-        finish_step(run, rollout_id, metrics, timer)
-
+from slime.ray.loop import train_main
 
 # The second public page's form (`train_async.py --rollout-dir --checkpoint-dir --method --gpus`) is
 # the OpenClaw method launcher's: slime never imports openclaw, so it is refused here with the way to it.
@@ -59,20 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     if page:
         print(f"error: {page}", file=sys.stderr)
         return 2
-    try:
-        cfg = parse_config(argv, check_files=True)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if cfg.debug.debug_rollout_only or cfg.debug.debug_train_only:
-        print("error: debug modes are synchronous; use slime/train.py", file=sys.stderr)
-        return 2
-    run = setup(cfg)
-    try:
-        train_async(run)
-    finally:
-        run.shutdown()
-    return 0
+    return train_main(argv, mode="async")
 
 
 if __name__ == "__main__":

@@ -27,37 +27,26 @@ def _pin_gpu() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _pin_gpu()
-    from slime.backends.fsdp.torchrun import (
-        rank_inputs,
-        serve_commands,
-        setup_torchrun,
-        start_rank,
-        torchrun_env,
-    )
-    from slime.ray.driver import Run, collect_rollout, finish_step
+    from slime.backends.fsdp.torchrun import start_rank, torchrun_env
+    from slime.ray.local_group import serve_commands
+    from slime.ray.loop import run_loop
+    from slime.ray.setup import run_inputs, setup
     from slime.utils.arguments import ConfigError, parse_config
-    from slime.utils.metrics import StepTimer
 
     try:
         tr = torchrun_env()
         cfg = parse_config(argv, check_files=True)
         cfg = cfg.with_overrides(actor_num_nodes=tr.num_nodes, actor_num_gpus_per_node=tr.local_world_size)
-        rank_cfg, model_path, state_dir = rank_inputs(cfg)
+        inputs = run_inputs(cfg, "torchrun")  # every rank: the same refusals on each
     except (ConfigError, RuntimeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if tr.rank != 0:
-        serve_commands(start_rank(rank_cfg, tr, model_path, state_dir))
+        serve_commands(start_rank(inputs.cfg, tr, inputs.model_path, inputs.trainer_state_dir))
         return 0
-    run: Run = setup_torchrun(cfg, tr)
+    run = setup(cfg, where="torchrun", torchrun=tr)
     try:
-        for rollout_id in range(run.start_rollout_id, run.num_rollout):
-            timer = StepTimer()
-            with timer("rollout"):
-                samples, metrics = collect_rollout(run, rollout_id)
-            with timer("train"):
-                metrics.update(run.train_on(rollout_id, samples))
-            finish_step(run, rollout_id, metrics, timer, sync=not cfg.debug.debug_train_only)
+        run_loop(run, mode="sync")
     finally:
         run.shutdown()
     return 0

@@ -18,6 +18,8 @@ from typing import Any
 
 from swe_instances import Instance, read_instances, shipped_instances
 
+from openclaw.tracks import named_in_sample
+
 BENCHMARKS = {
     "swe-bench-lite": ("princeton-nlp/SWE-bench_Lite", "SWE-bench_Lite test split (300 instances)"),
     "swe-bench-verified": ("princeton-nlp/SWE-bench_Verified", "SWE-bench Verified (500 instances)"),
@@ -80,14 +82,11 @@ def _index(source: SweBenchPath | None) -> dict[str, Instance]:
 
 def instance_for_sample(sample: Any, source: SweBenchPath | None) -> Instance:
     """metadata.instance (a full instance) wins; else metadata.instance_id / label, looked up."""
-    meta = sample.metadata or {}
-    if isinstance(meta.get("instance"), dict):
-        return Instance.from_dict(meta["instance"])
-    iid = meta.get("instance_id") or sample.label
-    if not iid:
-        raise ValueError(f"sample {sample.index}: metadata has neither 'instance' nor 'instance_id' (and no label)")
-    found = _index(source).get(iid)
+    named = named_in_sample(sample, "instance", "instance_id")
+    if isinstance(named, dict):
+        return Instance.from_dict(named)
+    found = _index(source).get(named)
     if found is None:
         where = source.instances_file if source else "swe-rl/instances/"
-        raise ValueError(f"sample {sample.index}: unknown instance id {iid!r} in {where}")
+        raise ValueError(f"sample {sample.index}: unknown instance id {named!r} in {where}")
     return found

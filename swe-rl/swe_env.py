@@ -27,6 +27,7 @@ from swe_tests import TestRun
 from swe_workspace import PatchTooLarge, clean_tree_with_patch, current_patch, load_base, run_instance_tests
 
 from openclaw.sandbox import ExecResult, SandboxSession
+from openclaw.tracks import EpisodeEnv, SandboxStep, process_bonus
 
 SYSTEM_PROMPT = """You are a software engineer fixing a bug in the Python repository at /workspace.
 Call one tool per turn, as <tool_call>{"name": ..., "arguments": {...}}</tool_call>:
@@ -89,13 +90,8 @@ def parse_action(text: str) -> Action:
     return min(found, key=lambda x: x[0])[1]
 
 
-@dataclass
-class StepResult:
-    observation: str
-    done: bool
-    action: Action
-    exec_result: ExecResult | None = None
-    step_score: float = 0.0  # process score: 1 for a tool call that succeeded, 0 otherwise
+# A step's score is 1 for a tool call that succeeded, 0 otherwise (submitting counts as success).
+StepResult = SandboxStep[Action]
 
 
 @dataclass
@@ -127,36 +123,28 @@ def refused_result(instance: Instance, patch: str, reasons: list[str]) -> EvalRe
     return EvalResult(False, patch, {t: "not run" for t in instance.test_ids}, 0, 0, 0.0, False, reasons)
 
 
-class SweEnv:
-    def __init__(self, instance: Instance, session: SandboxSession, base_dir: Path, runtime_dir: Path,
-                 max_steps: int = 20, command_timeout_s: float = 30.0, test_timeout_s: float = 120.0,
-                 max_observation_chars: int = 2000, deps_dir: Path | None = None) -> None:
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-        self.instance = instance
-        self.session = session
-        self.base_dir = base_dir
-        self.runtime_dir = runtime_dir
-        self.deps_dir = deps_dir
-        self.max_steps = max_steps
-        self.command_timeout_s = command_timeout_s
-        self.test_timeout_s = test_timeout_s
-        self.max_observation_chars = max_observation_chars
-        self.steps = 0
-        self.done = False
-        self.history: list[StepResult] = []
-        self.setup_seconds = 0.0
+@dataclass(eq=False)
+class SweEnv(EpisodeEnv[StepResult]):
+    instance: Instance
+    session: SandboxSession
+    base_dir: Path
+    runtime_dir: Path
+    command_timeout_s: float = 30.0
+    test_timeout_s: float = 120.0
+    max_observation_chars: int = 2000
+    deps_dir: Path | None = None
+    setup_seconds: float = field(default=0.0, init=False)
 
     async def reset(self) -> str:
         """Copy the base repository into the episode's work dir; the first observation is the issue."""
-        self.steps, self.done, self.history = 0, False, []
+        self.restart()
         self.setup_seconds = await load_base(self.session, self.base_dir)
         return self.instance.problem_statement
 
     async def _run(self, command: str) -> ExecResult:
         return await self.session.run(command, timeout_s=self.command_timeout_s)
 
-    async def _act(self, action: Action) -> tuple[str, ExecResult | None, float]:
+    async def _use_tool(self, action: Action) -> tuple[str, ExecResult | None, float]:
         args = action.arguments
         if action.tool == "bash":
             command = str(args.get("command", "")).strip()
@@ -183,21 +171,12 @@ class SweEnv:
             return r.observation(self.max_observation_chars), r, float(r.exit_code == 0)
         return action.error or INVALID_OBSERVATION, None, 0.0
 
-    async def step(self, model_text: str) -> StepResult:
-        if self.done:
-            raise RuntimeError("step() after the episode ended; call reset()")
-        self.steps += 1
+    async def act(self, model_text: str) -> StepResult:
         action = parse_action(model_text)
         if action.tool == "submit":
-            result = StepResult("Submitted.", True, action, step_score=1.0)
-        else:
-            observation, r, step_score = await self._act(action)
-            result = StepResult(observation, False, action, r, step_score)
-        if self.steps >= self.max_steps:
-            result.done = True
-        self.done = result.done
-        self.history.append(result)
-        return result
+            return StepResult("Submitted.", True, action, step_score=1.0)
+        observation, r, step_score = await self._use_tool(action)
+        return StepResult(observation, False, action, r, step_score)
 
     async def evaluate(self) -> EvalResult:
         """The recorded patch (the work tree against the pristine base), scored on a fresh copy of the base."""
@@ -214,8 +193,7 @@ def episode_reward(evaluation: EvalResult, step_scores: list[float], prm_step_co
     A refused patch earns nothing, not even the process bonus."""
     if evaluation.refused:
         return 0.0
-    bonus = prm_step_coef * (sum(step_scores) / len(step_scores)) if step_scores and prm_step_coef else 0.0
-    return evaluation.reward + bonus
+    return evaluation.reward + process_bonus(step_scores, prm_step_coef)
 
 
 async def score_patch(instance: Instance, patch: str, session: SandboxSession, base_dir: Path, runtime_dir: Path,

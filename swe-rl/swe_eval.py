@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from swe_bench import BENCHMARKS, SweBenchPath, benchmark_help
-from swe_env import SweEnv
-from swe_generate import Episode, SweRLConfig, initial_messages, prepare_instance, run_episode
+from swe_generate import Episode, SweRLConfig, initial_messages, swe_run
 from swe_instances import Instance, shipped_instances
 
-from openclaw.sandbox.episode import chat_prompt_ids, load_tokenizer, pool_for_running_loop
-from openclaw.sandbox.trajectory import TrajectoryBuilder
+from openclaw.sandbox.episode import chat_prompt_ids, load_tokenizer
+from openclaw.sandbox.trajectory import ObservationFormat, TrajectoryBuilder, run_agent_loop
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -63,11 +62,9 @@ def select_instances(args: argparse.Namespace) -> tuple[list[Instance], str | No
 
 
 def config(args: argparse.Namespace) -> SweRLConfig:
-    ns = argparse.Namespace(max_steps=args.max_steps, parallel_envs=args.parallel_envs, prm_step_coef=0.0,
-                            sandbox=args.sandbox, swe_bench_path=None, command_timeout=args.command_timeout,
-                            test_timeout=args.test_timeout, episode_memory_mb=1024,
-                            rollout_max_context_len=args.max_context_len)
-    return SweRLConfig.from_args(ns)
+    return SweRLConfig(max_steps=args.max_steps, parallel_envs=args.parallel_envs, sandbox=args.sandbox,
+                       command_timeout=args.command_timeout, test_timeout=args.test_timeout,
+                       rollout_max_context_len=args.max_context_len)
 
 
 async def episode_on_engine(cfg: SweRLConfig, inst: Instance, url: str, tokenizer: Any, params: dict[str, Any],
@@ -76,39 +73,28 @@ async def episode_on_engine(cfg: SweRLConfig, inst: Instance, url: str, tokenize
     from openclaw.engines.sglang_client import SGLangClient
 
     _, prompt_ids = chat_prompt_ids(tokenizer, initial_messages(inst))
-    async with SGLangClient(url) as client:
-        builder = TrajectoryBuilder(client, prompt_ids, params, cfg.max_context_len)
-        return await run_episode(cfg, inst, builder, tokenizer, mirrors)
+    obs_format = ObservationFormat.from_tokenizer(tokenizer, role="user")
+    async with SGLangClient(url) as client, swe_run(cfg, inst, mirrors) as run:
+        builder = TrajectoryBuilder(client, prompt_ids, params, cfg.rollout_max_context_len)
+        outcome = await run_agent_loop(builder, tokenizer, obs_format, lambda turn: run.step(turn.text))
+        await builder.finalize()
+        return await run.finish(outcome)
 
 
 async def episode_on_endpoint(cfg: SweRLConfig, inst: Instance, client: Any, model: str, params: dict[str, Any],
                               mirrors: str | None) -> Episode:
     """An OpenAI-compatible endpoint: chat messages, one tool call per assistant turn."""
-    base, runtime, deps = await prepare_instance(inst, mirrors)
-    pool = pool_for_running_loop(cfg.sandbox, cfg.parallel_envs)
     messages = initial_messages(inst)
-    outcome = "completed"
-    async with pool.session() as sandbox:
-        t0 = time.monotonic()
-        env = SweEnv(inst, sandbox, base, runtime, max_steps=cfg.max_steps, command_timeout_s=cfg.command_timeout_s,
-                     test_timeout_s=cfg.test_timeout_s, deps_dir=deps)
-        await env.reset()
-        setup = time.monotonic() - t0
-        transcript: list[dict[str, str]] = []
+    async with swe_run(cfg, inst, mirrors) as run:
         while True:
             reply = await client.chat.completions.create(model=model, messages=messages, **params)
             text = reply.choices[0].message.content or ""
             messages.append({"role": "assistant", "content": text})
-            result = await env.step(text)
-            transcript.append({"model": text, "tool": result.action.tool, "observation": result.observation})
-            if result.done:
+            observation = await run.step(text)
+            if observation is None:
                 break
-            messages.append({"role": "user", "content": result.observation})
-        evaluation = await env.evaluate()
-    scores = [s.step_score for s in env.history]
-    return Episode(inst.instance_id, evaluation.reward, evaluation.resolved, evaluation.patch, evaluation.tests,
-                   env.steps, scores, [s.action.tool for s in env.history], setup, evaluation.test_seconds, outcome,
-                   transcript, evaluation.refused)
+            messages.append({"role": "user", "content": observation})
+        return await run.finish("completed")
 
 
 def write_logs(out: Path, episode: Episode) -> None:
@@ -166,7 +152,7 @@ async def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": round(elapsed, 1), "episodes_per_minute": round(60 * len(episodes) / elapsed, 2),
         "mean_setup_seconds": round(sum(e.setup_seconds for e in episodes) / max(1, len(episodes)), 3),
         "mean_test_seconds": round(sum(e.test_seconds for e in episodes) / max(1, len(episodes)), 3),
-        "parallel_envs": cfg.parallel_envs, "max_steps": cfg.max_steps,
+        "parallel_envs": cfg.envs(), "max_steps": cfg.max_steps,
         "model": args.base_url or args.model_path or "embedded SmolLM2-135M-Instruct",
         "per_instance": {e.instance_id: e.resolved for e in episodes},
     }

@@ -12,6 +12,7 @@ from terminal_tasks import OutputTest, TerminalTask, Test, pytest_summary
 
 from openclaw.sandbox import ExecResult, SandboxSession
 from openclaw.sandbox.command import SANDBOX_PATH
+from openclaw.tracks import EpisodeEnv, SandboxStep, process_bonus
 
 SYSTEM_PROMPT = (
     "You are an agent operating a Linux shell in the directory /workspace. "
@@ -49,15 +50,9 @@ INVALID_OBSERVATION = (
 )
 
 
-@dataclass
-class StepResult:
-    observation: str
-    done: bool
-    action: Action
-    exec_result: ExecResult | None = None
-    # The rule-based process score of this step (see README: --prm-step-coef); the final answer is
-    # not a command and is left out of the reward (see process_scores).
-    step_score: float = 0.0
+# A command's step score is 1 when it exited 0 in time (see README: --prm-step-coef); the final
+# answer is not a command and is left out of the reward (see process_scores).
+StepResult = SandboxStep[Action]
 
 
 def process_scores(history: Sequence[StepResult]) -> list[float]:
@@ -108,47 +103,31 @@ class EvalResult:
         return self.passed / self.total if self.total else 0.0
 
 
-class TerminalEnv:
-    def __init__(self, task: TerminalTask, session: SandboxSession, max_steps: int = 20,
-                 max_observation_chars: int = 2000, command_timeout_s: float | None = None) -> None:
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-        self.task = task
-        self.session = session
-        self.max_steps = max_steps
-        self.max_observation_chars = max_observation_chars
-        self.command_timeout_s = command_timeout_s
-        self.steps = 0
-        self.done = False
-        self.history: list[StepResult] = []
+@dataclass(eq=False)
+class TerminalEnv(EpisodeEnv[StepResult]):
+    task: TerminalTask
+    session: SandboxSession
+    max_observation_chars: int = 2000
+    command_timeout_s: float | None = None
 
     async def reset(self) -> str:
         """Run the setup script; the first observation is the task instruction."""
-        self.steps, self.done, self.history = 0, False, []
+        self.restart()
         if self.task.setup:
             r = await self.session.run(self.task.setup)
             if r.exit_code != 0:
                 raise RuntimeError(f"task {self.task.id}: setup failed ({r.exit_code}): {r.stderr[-500:]}")
         return self.task.instruction
 
-    async def step(self, model_text: str) -> StepResult:
-        if self.done:
-            raise RuntimeError("step() after the episode ended; call reset()")
-        self.steps += 1
+    async def act(self, model_text: str) -> StepResult:
         action = parse_action(model_text)
         if action.kind == "answer":
-            result = StepResult("Episode finished.", True, action)
-        elif action.kind == "invalid":
-            result = StepResult(INVALID_OBSERVATION, False, action, step_score=0.0)
-        else:
-            r = await self.session.run(action.content, timeout_s=self.command_timeout_s)
-            score = 1.0 if r.exit_code == 0 and not r.timed_out else 0.0
-            result = StepResult(r.observation(self.max_observation_chars), False, action, r, score)
-        if self.steps >= self.max_steps:
-            result.done = True
-        self.done = result.done
-        self.history.append(result)
-        return result
+            return StepResult("Episode finished.", True, action)
+        if action.kind == "invalid":
+            return StepResult(INVALID_OBSERVATION, False, action, step_score=0.0)
+        r = await self.session.run(action.content, timeout_s=self.command_timeout_s)
+        score = 1.0 if r.exit_code == 0 and not r.timed_out else 0.0
+        return StepResult(r.observation(self.max_observation_chars), False, action, r, score)
 
     async def evaluate(self) -> EvalResult:
         """Run the tests after the episode; reward = fraction passed (README: What the reward guarantees)."""
@@ -190,5 +169,4 @@ class TerminalEnv:
 
 def episode_reward(evaluation: EvalResult, step_scores: list[float], prm_step_coef: float) -> float:
     """Fraction of tests passed, plus prm_step_coef * mean per-step process score (0 by default)."""
-    bonus = prm_step_coef * (sum(step_scores) / len(step_scores)) if step_scores and prm_step_coef else 0.0
-    return evaluation.fraction + bonus
+    return evaluation.fraction + process_bonus(step_scores, prm_step_coef)

@@ -31,9 +31,9 @@ def served_version(url: str) -> int:
 
 def retract_cli_killed_at(state: str, buf_dir: Path, session_id: str, url: str,
                           in_window: Callable[[], None] | None = None) -> None:
-    """Run `python -m openclaw.buffer retract` in a child, SIGKILL it once the journal says `state`
+    """Run `python -m openclaw.control retract` in a child, SIGKILL it once the journal says `state`
     (`in_window` runs first, while the child is paused there)."""
-    proc = subprocess.Popen([sys.executable, "-m", "openclaw.buffer", "--dir", str(buf_dir), "retract", "--session",
+    proc = subprocess.Popen([sys.executable, "-m", "openclaw.control", "retract", "--dir", str(buf_dir), "--session",
                              session_id, "--engine-url", url], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             text=True, env={**os.environ, PAUSE_ENV: state})
     try:

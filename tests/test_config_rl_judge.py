@@ -10,16 +10,9 @@ from pathlib import Path
 
 import pytest
 
+import openclaw.judge.config as jc
 from openclaw.intercept.config import DEFAULT_BUFFER_DIR, DEFAULT_IDLE_TIMEOUT_S, InterceptConfig
-from openclaw.judge.config import (
-    DEFAULT_JUDGE_RETRIES,
-    DEFAULT_JUDGE_TIMEOUT_S,
-    DEFAULT_MAJORITY_VOTE_N,
-    DEFAULT_MAJORITY_VOTE_THRESHOLD,
-    DEFAULT_NUM_JUDGE_WORKERS,
-    JudgeConfig,
-    add_judge_args,
-)
+from openclaw.judge.config import JudgeConfig, add_judge_args
 from openclaw.server.config import ConfigError, RLConfig, parse_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,14 +80,14 @@ def test_bad_values_are_config_errors_not_exits() -> None:
 
 
 def test_judge_defaults_have_one_definition() -> None:
-    expected = (DEFAULT_MAJORITY_VOTE_N, DEFAULT_MAJORITY_VOTE_THRESHOLD, DEFAULT_NUM_JUDGE_WORKERS,
-                DEFAULT_JUDGE_TIMEOUT_S, DEFAULT_JUDGE_RETRIES)
+    expected = (jc.DEFAULT_MAJORITY_VOTE_N, jc.DEFAULT_MAJORITY_VOTE_THRESHOLD, jc.DEFAULT_NUM_JUDGE_WORKERS,
+                jc.DEFAULT_JUDGE_TIMEOUT_S, jc.DEFAULT_JUDGE_RETRIES)
     assert expected == (3, 0.6, 1, 60.0, 2)  # what the READMEs promise
 
     def key(c: JudgeConfig) -> tuple:
         return (c.m, c.threshold, c.num_workers, c.timeout_s, c.retries)
 
-    server = parse_config(["--enable-rl-intercept", "--judge-workers", str(DEFAULT_NUM_JUDGE_WORKERS)], env={}).rl.judge
+    server = parse_config(["--enable-rl-intercept", "--judge-workers", str(jc.DEFAULT_NUM_JUDGE_WORKERS)], env={}).rl.judge
     assert server is not None
     assert key(JudgeConfig()) == key(judge_cli_config([])) == key(server) == expected
     assert server == judge_cli_config([]) == JudgeConfig()  # every other field agrees too
@@ -107,8 +100,6 @@ def test_judge_defaults_have_one_definition() -> None:
 
 def test_readmes_state_the_judge_defaults_of_the_code() -> None:
     """The judge README's defaults table: each constant's row shows the constant's value."""
-    import openclaw.judge.config as jc
-
     rows = {m.group(1): m.group(2) for m in re.finditer(r"\| `(DEFAULT_[A-Z_]+)` \| ([^|]+) \|",
                                                         (REPO / "openclaw/judge/README.md").read_text())}
     assert set(rows) == {"DEFAULT_MAJORITY_VOTE_N", "DEFAULT_MAJORITY_VOTE_THRESHOLD", "DEFAULT_NUM_JUDGE_WORKERS",

@@ -8,14 +8,18 @@ import asyncio
 import json
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import httpx
 import pytest
+from slime.utils.plugins import load_plugin_module
 
 from openclaw.buffer import DB_NAME, TrajectoryBuffer
 from openclaw.buffer.schema import SCHEMA_VERSION
 from openclaw.control.feedback import FeedbackError, effective_signal, rating_score
+
+_session_chat = load_plugin_module(str(Path(__file__).resolve().parent / "helpers" / "session_chat.py"))
 
 COMMENT = "Too long: answer in one short sentence."
 
@@ -41,12 +45,7 @@ def server(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory):
         asyncio.run(engine.shutdown())
 
 
-def _chat(client: httpx.Client, sid: str, messages: list[dict], done: bool = False) -> dict:
-    headers = {"X-Session-Id": sid, **({"X-Session-Done": "true"} if done else {})}
-    r = client.post("/v1/chat/completions", headers=headers,
-                    json={"model": "m", "messages": messages, "max_tokens": 4, "temperature": 1.0})
-    assert r.status_code == 200, r.text
-    return r.json()
+_chat = partial(_session_chat.session_chat, max_tokens=4)
 
 
 def _read_feedback(buf_dir: Path) -> list[tuple]:

@@ -27,7 +27,9 @@ def _turn(sid: str, text: str, request_id: str) -> TurnRecord:
 
 
 def _cli(buf_dir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "openclaw.buffer", "--dir", str(buf_dir), *args],
+    """`python -m openclaw.buffer CMD` on the buffer; `retract` is the control CLI's."""
+    cli = ["openclaw.control", args[0], "--dir", str(buf_dir)] if args[0] == "retract" else ["openclaw.buffer", "--dir", str(buf_dir), args[0]]
+    return subprocess.run([sys.executable, "-m", *cli, *args[1:]],
                           capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=120)
 
 
@@ -79,7 +81,7 @@ def test_cli_retract_of_an_untrained_session_removes_every_copy(buffer_with_secr
 
 def test_kill9_at_planned_keeps_the_old_state_and_pending_finishes(buffer_with_secret: dict) -> None:
     d = buffer_with_secret["dir"]
-    proc = subprocess.Popen([sys.executable, "-m", "openclaw.buffer", "--dir", str(d), "retract", "--session", "secret"],
+    proc = subprocess.Popen([sys.executable, "-m", "openclaw.control", "retract", "--dir", str(d), "--session", "secret"],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                             env={**os.environ, PAUSE_ENV: "planned"})
     try:
@@ -164,7 +166,7 @@ def test_kill9_between_the_purge_and_the_wal_truncation_then_pending_leaves_no_b
     buffer's files there. Killed -9 at that point, the journal says `deleted` (not `purged`: that
     state is recorded only once the WAL is clean) and `--pending` finishes it."""
     d, export = buffer_with_secret["dir"], buffer_with_secret["export"]
-    proc = subprocess.Popen([sys.executable, "-m", "openclaw.buffer", "--dir", str(d), "retract", "--session", "secret"],
+    proc = subprocess.Popen([sys.executable, "-m", "openclaw.control", "retract", "--dir", str(d), "--session", "secret"],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                             env={**os.environ, PAUSE_ENV: "deleted"})
     try:
@@ -221,3 +223,13 @@ def test_retract_deletes_the_trainers_rollout_debug_dumps(buffer_with_secret: di
     assert sorted(p.name for p in folder.iterdir()) == ["rollout_0.jsonl"]
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["r-0.jsonl"]
     assert _grep(PHRASE, d, folder, tmp_path / "runs") == []
+
+
+def test_the_buffer_cli_names_where_retract_is(tmp_path: Path) -> None:
+    r = _cli_buffer_retract(tmp_path)
+    assert r.returncode == 2 and "python -m openclaw.control retract" in r.stderr
+
+
+def _cli_buffer_retract(buf_dir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "openclaw.buffer", "--dir", str(buf_dir), "retract", "--session", "x"],
+                          capture_output=True, text=True, timeout=120)

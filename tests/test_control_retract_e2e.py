@@ -1,6 +1,6 @@
 """Retract and unlearn, and explicit feedback reaching the trained sample,
 end to end with real parts: the real server (tiny model, RL intercept) over real HTTP, the CPU judge,
-slime's training loop in-process (the bridge + `setup_local`, as the demo runs it) saving real
+slime's training loop in-process (the bridge + `setup(cfg, where="local")`, as the demo runs it) saving real
 checkpoints and pushing each version into the serving engine, the buffer CLI in a child process
 killed with SIGKILL in the middle of a retract, and the buffer directory grepped by another process.
 
@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -28,6 +29,7 @@ from openclaw.control.retract import served_excludes
 
 # Shared with the other retract end-to-end module (tests run with --import-mode=importlib).
 _retract_cli = load_plugin_module(str(Path(__file__).resolve().parent / "retract_cli.py"))
+_session_chat = load_plugin_module(str(Path(__file__).resolve().parent / "helpers" / "session_chat.py"))
 grep_files, retract_cli_killed_at, served_version = (_retract_cli.grep_files, _retract_cli.retract_cli_killed_at,
                                                      _retract_cli.served_version)
 
@@ -45,12 +47,7 @@ SESSIONS = [  # (session id, question, next user message, rating, comment)
 ]
 
 
-def _chat(client: httpx.Client, sid: str, messages: list[dict], done: bool = False) -> dict:
-    headers = {"X-Session-Id": sid, **({"X-Session-Done": "true"} if done else {})}
-    r = client.post("/v1/chat/completions", headers=headers,
-                    json={"model": "m", "messages": messages, "max_tokens": 6, "temperature": 1.0})
-    assert r.status_code == 200, r.text
-    return r.json()
+_chat = partial(_session_chat.session_chat, max_tokens=6)
 
 
 
@@ -145,7 +142,7 @@ def test_kill9_after_purge_then_cli_pending_rolls_back_over_http(trained: dict) 
         assert buf.session_turns("secret-b") == [] and buf.session_feedback("secret-b") == []
         assert buf.retraction("secret-b")["state"] == "purged"
     assert served_version(url) == 4  # ...and the rollback is still owed: the journal says so
-    r = subprocess.run([sys.executable, "-m", "openclaw.buffer", "--dir", str(buf_dir), "retract", "--pending",
+    r = subprocess.run([sys.executable, "-m", "openclaw.control", "retract", "--dir", str(buf_dir), "--pending",
                         "--engine-url", url], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)  # the engine was loaded over HTTP (/update_weights_from_disk)

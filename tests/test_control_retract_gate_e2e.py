@@ -1,6 +1,6 @@
 """Retract with the promotion gate on, end to end with real parts: the real server (tiny model, RL
 intercept, `OPENCLAW_PROMOTION_GATE=1` with its canary and control dir) over real HTTP, the CPU
-judge, slime's training loop in-process (the bridge + `setup_local`, as the demo runs it) saving
+judge, slime's training loop in-process (the bridge + `setup(cfg, where="local")`, as the demo runs it) saving
 checkpoints and rollout debug dumps and pushing every version through the gate, the buffer CLI in
 a child process killed with SIGKILL between the purge and the WAL truncation, and grep from another
 process over every file the system wrote.
@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -31,6 +32,7 @@ from openclaw.control.retract import served_excludes
 
 # Shared with the other retract end-to-end module (tests run with --import-mode=importlib).
 _retract_cli = load_plugin_module(str(Path(__file__).resolve().parent / "retract_cli.py"))
+_session_chat = load_plugin_module(str(Path(__file__).resolve().parent / "helpers" / "session_chat.py"))
 grep_files, retract_cli_killed_at, served_version = (_retract_cli.grep_files, _retract_cli.retract_cli_killed_at,
                                                      _retract_cli.served_version)
 
@@ -45,12 +47,7 @@ GATE_ENV = {"OPENCLAW_PROMOTION_GATE": "1", "OPENCLAW_CANARY_PROBE_LIMIT": "2",
             "OPENCLAW_CANARY_MAX_SESSIONS_DROP": "1000"}
 
 
-def _chat(client: httpx.Client, sid: str, messages: list[dict], done: bool = False) -> dict:
-    headers = {"X-Session-Id": sid, **({"X-Session-Done": "true"} if done else {})}
-    r = client.post("/v1/chat/completions", headers=headers,
-                    json={"model": "m", "messages": messages, "max_tokens": 6, "temperature": 1.0})
-    assert r.status_code == 200, r.text
-    return r.json()
+_chat = partial(_session_chat.session_chat, max_tokens=6)
 
 
 def _session(client: httpx.Client, sid: str, question: str) -> None:
@@ -80,7 +77,7 @@ def _weights(url: str) -> dict[int, dict]:
 
 
 def _retract_cli(buf_dir: Path, url: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "openclaw.buffer", "--dir", str(buf_dir), "retract", *args,
+    return subprocess.run([sys.executable, "-m", "openclaw.control", "retract", "--dir", str(buf_dir), *args,
                            "--engine-url", url], capture_output=True, text=True, timeout=300,
                           env={**os.environ, **(env or {})})
 

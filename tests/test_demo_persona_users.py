@@ -6,17 +6,19 @@ test): a stdlib HTTP server that does exactly that."""
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 
 import pytest
+from slime.utils.plugins import load_plugin_module
 
 from openclaw.demo.metrics import sessions_metric
 from openclaw.demo.personas import PromptItem, load_persona
 from openclaw.demo.users import SimulatedUsers
 from openclaw.server import EngineConfig, ServerConfig, create_app, serve_in_background
+
+_json_http = load_plugin_module(str(Path(__file__).resolve().parent / "helpers" / "json_http.py"))
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,7 @@ def test_sessions_are_numbered_in_start_order_and_judged_by_the_persona(server) 
     assert sessions_metric([i.record() for i in got]).sessions == 6
 
 
-class _OneRequestPerConnection(BaseHTTPRequestHandler):
+class _OneRequestPerConnection(_json_http.JsonHandler):
     """Answers the first request of a connection and keeps it open, then drops the next request
     on it unanswered: what a client sees when a server closes an idle keep-alive connection just
     as the client's next request goes out."""
@@ -52,21 +54,12 @@ class _OneRequestPerConnection(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["Content-Length"]))
-        message = {"role": "assistant", "content": "Rain falls from clouds."}
-        body = json.dumps({"choices": [{"message": message}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.read_body()
+        self.send_json({"choices": [{"message": {"role": "assistant", "content": "Rain falls from clouds."}}]})
 
     def handle(self) -> None:
         self.handle_one_request()
         self.rfile.readline()  # a second request on this connection: closed without an answer
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def test_users_survive_a_server_closing_idle_connections(http_server: Callable[[type], str]) -> None:

@@ -17,16 +17,7 @@ pytestmark = pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="
 pytest.importorskip("playwright")
 
 gui_generate = load_plugin_module("gui-rl/gui_generate.py")
-
-
-@pytest.fixture(scope="module")
-def engine_url(tiny_model_path):
-    from openclaw.engines.hf_engine import HFEngine
-    from openclaw.engines.serve import create_app, serve_in_thread
-
-    engine = HFEngine.load(str(tiny_model_path), dtype="float32", device="cpu", max_batch_size=8)
-    with serve_in_thread(create_app(engine)) as url:
-        yield url
+engine_url = load_plugin_module(str(Path(__file__).resolve().parent / "track_helpers.py")).engine_url
 
 
 def make_args(model_path, url, **kw) -> argparse.Namespace:

@@ -14,8 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from slime.utils.plugins import load_plugin_module
 
 ROOT = Path(__file__).resolve().parents[1]
+check_shell_script = load_plugin_module(str(Path(__file__).resolve().parent / "track_helpers.py")).check_shell_script
 RL, AGENT = ROOT / "gui-rl" / "run_gui_rl.sh", ROOT / "gui-rl" / "run_gui_agent.sh"
 NO_GPU = shutil.which("nvidia-smi") is None
 
@@ -29,13 +31,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("script", [RL, AGENT], ids=lambda p: p.name)
 def test_bash_syntax_and_shellcheck(script):
-    text = script.read_text()
-    assert text.splitlines()[0] == "#!/usr/bin/env bash" and "set -euo pipefail" in text
-    subprocess.run(["bash", "-n", str(script)], check=True)
-    if shutil.which("shellcheck") is None:
-        pytest.skip("shellcheck not installed")
-    out = subprocess.run(["shellcheck", "-x", str(script)], capture_output=True, text=True, cwd=ROOT)
-    assert out.returncode == 0, out.stdout
+    check_shell_script(script)
 
 
 @pytest.mark.skipif(not NO_GPU, reason="the CPU preset applies only without a GPU")

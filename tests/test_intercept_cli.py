@@ -14,15 +14,8 @@ import pytest
 
 from openclaw.buffer import JUDGED, READY, AttachOp, TrajectoryBuffer, TurnRecord
 
-REFERENCE = {
-    "session_id": "user_session_abc123",
-    "turns": [
-        {"type": "main", "prompt": "Help me refactor this function to use async/await",
-         "response": "Here's the refactored version: ...",
-         "next_state": "User accepted the change and said 'perfect, thanks!'", "trainable": True},
-        {"type": "side", "prompt": "What is 2+2?", "response": "4", "trainable": False},
-    ],
-}
+# The public page's "Data Format" example.
+REFERENCE = json.loads((Path(__file__).parent / "data" / "page_session.json").read_text())
 
 
 def cli(*args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from openclaw.buffer import TrajectoryBuffer
-from openclaw.intercept.redact import Redactor, SessionSecrets, luhn_valid
+from openclaw.buffer.redact import Redactor, SessionSecrets, luhn_valid
 from openclaw.server.config import parse_config
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from openclaw.buffer import TurnRecord
+from openclaw.buffer.redact import Redactor
 from openclaw.intercept.config import InterceptConfig
 from openclaw.intercept.messages import INTERNAL_BEGIN, INTERNAL_END, next_state_from, runtime_session_id
-from openclaw.intercept.redact import Redactor
 from openclaw.intercept.sessions import SessionTracker
 from openclaw.server.hooks import RLControl
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from slime.utils.plugins import load_plugin_module
 
 from openclaw.buffer import JUDGE_FAILED, JUDGED, TrajectoryBuffer, TurnRecord
 from openclaw.judge.llm_client import ChatClient, JudgeCallError
@@ -20,33 +20,19 @@ from openclaw.judge.llm_judge import LLMJudge
 from openclaw.judge.worker import JudgeStats, judge_once
 from openclaw.server.config import parse_config
 
+_tcp = load_plugin_module(str(Path(__file__).resolve().parent / "helpers" / "tcp_listener.py"))
+
 DEADLINE_S = 3.0
 SLACK_S = 1.5  # thread hand-off, connection teardown and a loaded 2-core machine
 
 
-class DripServer:
+class DripServer(_tcp.TcpListener):
     """A loopback HTTP endpoint that sends its reply `chunk` bytes at a time, one chunk every
     `interval` seconds (a slow or malicious judge endpoint)."""
 
     def __init__(self, reply: bytes, interval: float, chunk: int = 1) -> None:
         self.reply, self.interval, self.chunk = reply, interval, chunk
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
-        self.connections = 0
-        self._stop = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        self.sock.settimeout(0.1)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except (TimeoutError, OSError):
-                continue
-            self.connections += 1
-            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+        super().__init__(self._drip)
 
     def _drip(self, conn: socket.socket) -> None:
         with conn:
@@ -55,14 +41,10 @@ class DripServer:
                 conn.recv(65536)  # the request (small: one read)
                 for i in range(0, len(self.reply), self.chunk):
                     conn.sendall(self.reply[i:i + self.chunk])
-                    if self._stop.wait(self.interval):  # the endpoint's pace, not test synchronisation
+                    if self.closed.wait(self.interval):  # the endpoint's pace, not test synchronisation
                         return
             except OSError:
                 return  # the client gave up and closed the connection
-
-    def close(self) -> None:
-        self._stop.set()
-        self.sock.close()
 
 
 def http_reply(content: str) -> bytes:

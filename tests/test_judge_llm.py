@@ -5,11 +5,11 @@ garbage and are then recorded as invalid), against an endpoint that accepts and 
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from slime.utils.plugins import load_plugin_module
 
 from openclaw.buffer import JUDGE_FAILED, JUDGED, TrajectoryBuffer, TurnRecord
 from openclaw.judge.config import JudgeConfig
@@ -18,47 +18,13 @@ from openclaw.judge.llm_judge import LLMJudge
 from openclaw.judge.schema import JudgeFailure, JudgeInput, JudgeResult
 from openclaw.judge.worker import JudgeService
 
-
-class HangingServer:
-    """Accepts TCP connections, reads the request, never answers."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.conns: list[socket.socket] = []
-        self.accepted = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        self.sock.settimeout(0.1)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except (TimeoutError, OSError):
-                continue
-            conn.settimeout(0.1)
-            self.conns.append(conn)
-            self.accepted += 1
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        for c in self.conns:
-            c.close()
-        self.sock.close()
+_tcp = load_plugin_module(str(Path(__file__).resolve().parent / "helpers" / "tcp_listener.py"))
 
 
 @pytest.fixture
 def hanging():
-    srv = HangingServer()
+    """An endpoint that accepts TCP connections and never answers."""
+    srv = _tcp.TcpListener()
     yield srv
     srv.close()
 
@@ -78,7 +44,7 @@ def test_normalize_base_url() -> None:
         normalize_base_url("127.0.0.1:9")
 
 
-def test_client_times_out_with_bounded_retries(hanging: HangingServer) -> None:
+def test_client_times_out_with_bounded_retries(hanging: _tcp.TcpListener) -> None:
     client = ChatClient(hanging.url, "sk-secret-value", timeout_s=0.5, retries=1, model="judge")
     t0 = time.monotonic()
     with pytest.raises(JudgeCallError) as exc:
@@ -90,7 +56,7 @@ def test_client_times_out_with_bounded_retries(hanging: HangingServer) -> None:
     assert hanging.accepted >= 1
 
 
-def test_hanging_judge_endpoint_never_stalls_workers(tmp_path: Path, hanging: HangingServer) -> None:
+def test_hanging_judge_endpoint_never_stalls_workers(tmp_path: Path, hanging: _tcp.TcpListener) -> None:
     buf = TrajectoryBuffer.open(tmp_path / "buf", max_judge_attempts=2)
     ids = [add_turn(buf, f"s{k}", "thanks!") for k in range(3)]
     cfg = JudgeConfig(backend="llm", judge_url=hanging.url, judge_model="judge", m=2, timeout_s=0.5, retries=0,

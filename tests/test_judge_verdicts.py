@@ -8,14 +8,13 @@ custom reward plugin returning text or NaN is a recorded failure too.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from slime.utils.plugins import load_plugin_module
 
 from openclaw.buffer import JUDGE_FAILED, JUDGED, TrajectoryBuffer, TurnRecord
 from openclaw.judge.config import JudgeConfig
@@ -23,27 +22,21 @@ from openclaw.judge.custom_judge import CustomJudge
 from openclaw.judge.llm_judge import LLMJudge
 from openclaw.judge.worker import JudgeStats, judge_once
 
+_json_http = load_plugin_module(str(Path(__file__).resolve().parent / "helpers" / "json_http.py"))
 
-def scripted_judge(completions: list[str]) -> type[BaseHTTPRequestHandler]:
+
+def scripted_judge(completions: list[str]) -> type[_json_http.JsonHandler]:
     """A handler answering /v1/chat/completions with `completions` in turn (cycling)."""
     lock = threading.Lock()
     calls = [0]
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(_json_http.JsonHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.read_body()
             with lock:
                 text = completions[calls[0] % len(completions)]
                 calls[0] += 1
-            body = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
+            self.send_json({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]})
 
     return Handler
 

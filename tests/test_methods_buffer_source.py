@@ -5,19 +5,20 @@ checkpoints, and no silent fallback (missing buffer, endless wait, unreadable en
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 from slime.utils.checkpoint import CheckpointMeta, begin_checkpoint, commit_checkpoint
+from slime.utils.plugins import load_plugin_module
 
 import openclaw.bridge as M
 from openclaw.bridge.flags import DEFAULT_WAIT_TIMEOUT_S, add_buffer_arguments
 from openclaw.bridge.source import SKIP_REASONS
 from openclaw.buffer import BufferNotFoundError, TrajectoryBuffer, TurnRecord
+
+_json_http = load_plugin_module(str(Path(__file__).resolve().parent / "helpers" / "json_http.py"))
 
 # (score, hint): one turn of each signal kind, twice.
 SIGNALS = [(1.0, None), (-1.0, "be brief"), (0.0, "keep it short"), (0.0, None)] * 2
@@ -182,19 +183,11 @@ def test_wait_is_finite_by_default_and_reports_progress(tmp_path: Path) -> None:
     assert lines and all(line.startswith("waiting for 8 judged turns: 2 so far, ") for line in lines), lines
 
 
-class _VersionHandler(BaseHTTPRequestHandler):
+class _VersionHandler(_json_http.JsonHandler):
     version = "default"  # what SGLang reports when started without --weight-version
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        body = json.dumps({"weight_version": self.version}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.send_json({"weight_version": self.version})
 
 
 def test_unreadable_engine_version_is_an_error_under_max_staleness(http_server: Callable[[type], str]) -> None:

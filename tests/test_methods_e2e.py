@@ -10,7 +10,9 @@ the same judged turns independently.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +117,22 @@ def _restore(stack: dict, model: Path) -> None:
     push_to_engines([stack["url"]], str(model), 0)
 
 
+@contextlib.contextmanager
+def _one_step(trainer: Any, stack: dict, model: Path, samples: int) -> Iterator[Any]:
+    """One training step of `trainer` (of `samples` samples), its record given to the test; then the
+    update must have changed the LoRA weights and reached the engine. The trainer is stopped and the
+    engine given back the base weights, whatever the test did."""
+    try:
+        before, v0 = _lora_state(trainer.model), trainer.weight_version
+        rec = trainer.step_once()
+        assert rec is not None and rec.samples == samples
+        yield rec
+        _check_update(trainer, stack, before, rec.samples_data[0], v0)
+    finally:
+        trainer.stop()
+        _restore(stack, model)
+
+
 def test_judge_produced_signal_kinds(stack: dict) -> None:
     kinds = {base.turn_signal(r).kind for r in stack["judged"].values()}
     # Thanks -> score only; a correction -> score and hint. (Hint-only turns depend on the judge's
@@ -126,10 +144,7 @@ def test_openclaw_rl(stack: dict, tiny_model_path: Path, tmp_path: Path) -> None
     from slime.algorithms.compute import compute_advantages
 
     trainer = _trainer("rl", stack, tiny_model_path, tmp_path, batch=3, baseline="zero")
-    try:
-        before, v0 = _lora_state(trainer.model), trainer.weight_version
-        rec = trainer.step_once()
-        assert rec is not None and rec.samples == 3
+    with _one_step(trainer, stack, tiny_model_path, samples=3) as rec:
         samples = rec.samples_data
         for s in samples:
             turn = stack["judged"][s.session_id]
@@ -141,18 +156,11 @@ def test_openclaw_rl(stack: dict, tiny_model_path: Path, tmp_path: Path) -> None
         adv = compute_advantages(trainer.args, rewards=torch.tensor([s.reward for s in samples]), mask=mask, group_size=1)
         for i, s in enumerate(samples):  # baseline 0: the advantage is the score, on every token
             assert torch.all(torch.sign(adv.advantages[i, : s.response_length]) == torch.sign(torch.tensor(s.reward)))
-        _check_update(trainer, stack, before, samples[0], v0)
-    finally:
-        trainer.stop()
-        _restore(stack, tiny_model_path)
 
 
 def test_openclaw_opd(stack: dict, tiny_model_path: Path, tmp_path: Path) -> None:
     trainer = _trainer("opd", stack, tiny_model_path, tmp_path, batch=2)
-    try:
-        before, v0 = _lora_state(trainer.model), trainer.weight_version
-        rec = trainer.step_once()
-        assert rec is not None and rec.samples == 2
+    with _one_step(trainer, stack, tiny_model_path, samples=2) as rec:
         tok = trainer.actor.tokenizer
         for s in rec.samples_data:
             assert s.metadata["hint"]  # only hinted turns
@@ -164,10 +172,6 @@ def test_openclaw_opd(stack: dict, tiny_model_path: Path, tmp_path: Path) -> Non
         assert rec.metrics["rollout/buffer_skipped/no_hint"] >= 1  # counted, not silently lost
         assert rec.metrics["rollout/opd_hinted"] == 2
         assert rec.metrics["loss/total"] != 0
-        _check_update(trainer, stack, before, rec.samples_data[0], v0)
-    finally:
-        trainer.stop()
-        _restore(stack, tiny_model_path)
 
 
 def test_opd_teacher_matches_trainer_forward(stack: dict, tiny_model_path: Path, tmp_path: Path) -> None:
@@ -187,10 +191,7 @@ def test_opd_teacher_matches_trainer_forward(stack: dict, tiny_model_path: Path,
 
 def test_openclaw_combine(stack: dict, tiny_model_path: Path, tmp_path: Path) -> None:
     trainer = _trainer("combine", stack, tiny_model_path, tmp_path, batch=4)
-    try:
-        before, v0 = _lora_state(trainer.model), trainer.weight_version
-        rec = trainer.step_once()
-        assert rec is not None and rec.samples == 4
+    with _one_step(trainer, stack, tiny_model_path, samples=4) as rec:
         samples = rec.samples_data
         kinds = [s.metadata["kind"] for s in samples]
         assert {"hint+score", "score"} <= set(kinds) <= {"hint+score", "hint", "score"}
@@ -211,10 +212,6 @@ def test_openclaw_combine(stack: dict, tiny_model_path: Path, tmp_path: Path) ->
                 assert torch.all(rl_part[i, :n] == s.reward) and torch.any(opd_part[i, :n] != 0)
         for key in ("loss/binary", "loss/opd", "loss/total"):
             assert key in rec.metrics
-        _check_update(trainer, stack, before, samples[0], v0)
-    finally:
-        trainer.stop()
-        _restore(stack, tiny_model_path)
 
 
 def test_opd_topk_distillation(stack: dict, tiny_model_path: Path, tmp_path: Path) -> None:
@@ -228,15 +225,7 @@ def test_opd_topk_distillation(stack: dict, tiny_model_path: Path, tmp_path: Pat
                          extra=["--log-dir", str(tmp_path / "logs"), "--buffer-consumer-id", f"topk-{tmp_path.name}",
                                 "--opd-topk", "4", "--opd-topk-cache-dir", str(tmp_path / "topk"),
                                 "--custom-loss-function-path", "openclaw-opd/topk_distillation_loss.py:topk_distillation_loss"])
-    trainer = BackgroundTrainer(flags)
-    try:
-        before, v0 = _lora_state(trainer.model), trainer.weight_version
-        rec = trainer.step_once()
-        assert rec is not None and rec.samples == 2
+    with _one_step(BackgroundTrainer(flags), stack, tiny_model_path, samples=2) as rec:
         files = sorted((tmp_path / "topk").glob("*.json"))
         assert len(files) == 2
         assert rec.metrics["loss/opd_topk_kl"] > 0 and rec.metrics["opd/topk_missing"] == 0
-        _check_update(trainer, stack, before, rec.samples_data[0], v0)
-    finally:
-        trainer.stop()
-        _restore(stack, tiny_model_path)

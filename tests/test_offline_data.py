@@ -26,25 +26,7 @@ from openclaw.buffer import JUDGED, TrajectoryBuffer
 REPO = Path(__file__).resolve().parents[1]
 
 # openclaw-rl-skill.md, "Data Format -- Conversation Trajectories", verbatim.
-PAGE_EXAMPLE = """{
-"session_id": "user_session_abc123",
-"turns": [
-{
-"type": "main",
-"prompt": "Help me refactor this function to use async/await",
-"response": "Here's the refactored version: ...",
-"next_state": "User accepted the change and said 'perfect, thanks!'",
-"trainable": true
-},
-{
-"type": "side",
-"prompt": "What is 2+2?",
-"response": "4",
-"trainable": false
-}
-]
-}
-"""
+PAGE_EXAMPLE = (Path(__file__).parent / "data" / "page_session.json").read_text()
 MORE = [  # JSONL, sorted before the page's file: drained first
     {"session_id": "offline_no_feedback", "turns": [
         {"type": "main", "prompt": "Name a prime number.", "response": "Seven."}]},

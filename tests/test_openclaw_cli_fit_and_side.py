@@ -52,6 +52,16 @@ def _tools(n: int) -> list[dict[str, Any]]:
                                               "parameters": params}} for i in range(n)]
 
 
+def _history(pairs: int, padding: int, user: str, assistant: str) -> list[dict[str, Any]]:
+    """`pairs` earlier exchanges, each message numbered (`user` + i) and padded with `padding` times
+    two filler words."""
+    history: list[dict[str, Any]] = []
+    for i in range(pairs):
+        history += [{"role": "user", "content": f"{user}{i} " + "lorem ipsum " * padding},
+                    {"role": "assistant", "content": f"{assistant}{i} " + "dolor sit " * padding}]
+    return history
+
+
 def _system(n_sections: int) -> str:
     return "You are a personal assistant running inside OpenClaw.\n" + "".join(
         f"## Section {i}\n" + "Follow the workspace rules carefully and write things down. " * 12 + "\n"
@@ -99,10 +109,7 @@ def test_snippet_tells_the_cli_a_window_it_can_use() -> None:
 
 def test_over_long_agent_prompt_is_trimmed_in_order_and_marked(server: tuple[str, Path]) -> None:
     base, buf = server
-    history: list[dict[str, Any]] = []
-    for i in range(30):
-        history += [{"role": "user", "content": f"old question {i} " + "lorem ipsum " * 30},
-                    {"role": "assistant", "content": f"old answer {i} " + "dolor sit " * 30}]
+    history = _history(30, 30, "old question ", "old answer ")
     msgs = ([{"role": "system", "content": _system(60)}] + history
             + [{"role": "user", "content": "What is the capital of France?\n\n" + _runtime("fit-1")},
                {"role": "user", "content": f"{INTERNAL_BEGIN}\nActive exec sessions: none\n{INTERNAL_END}"}])
@@ -122,10 +129,7 @@ def test_over_long_agent_prompt_is_trimmed_in_order_and_marked(server: tuple[str
 
 def test_history_alone_is_dropped_when_enough(server: tuple[str, Path]) -> None:
     base, buf = server
-    history: list[dict[str, Any]] = []
-    for i in range(40):
-        history += [{"role": "user", "content": f"q{i} " + "lorem ipsum " * 40},
-                    {"role": "assistant", "content": f"a{i} " + "dolor sit " * 40}]
+    history = _history(40, 40, "q", "a")
     msgs = [{"role": "system", "content": "Be brief."}] + history + [{"role": "user", "content": "last?"}]
     r = _chat(base, {"messages": msgs, "max_tokens": 8, "session_id": "fit-2"})
     assert r.status_code == 200, r.text

@@ -10,7 +10,14 @@ import signal
 import subprocess
 import sys
 
-from openclaw.proctree import descendants, live_group_members, stop_process_group, stop_started_group
+from openclaw.proctree import (
+    descendants,
+    live_group_members,
+    pid_exists,
+    stop_child,
+    stop_process_group,
+    stop_started_group,
+)
 
 HELPER_OUTLIVES_LEADER = """
 import subprocess, sys
@@ -82,3 +89,29 @@ def test_a_group_that_ignores_sigterm_is_killed_after_the_grace():
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.stdout.close()
+
+
+def test_a_pid_exists_until_its_process_is_reaped():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # exited, left unreaped: a zombie
+        assert pid_exists(proc.pid)
+        proc.wait()
+        assert not pid_exists(proc.pid)
+    finally:
+        proc.kill()  # nothing to do once it is reaped
+    assert pid_exists(os.getpid())
+
+
+def test_a_child_is_stopped_with_sigterm_or_killed_after_the_grace():
+    for handler, grace_s, returncode in (("SIG_DFL", 10.0, -signal.SIGTERM), ("SIG_IGN", 0.5, -signal.SIGKILL)):
+        script = (f"import signal, time; signal.signal(signal.SIGTERM, signal.{handler}); "
+                  "print('ready', flush=True); time.sleep(120)")
+        proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().strip() == "ready"  # the handler is installed
+            stop_child(proc, grace_s)
+            assert proc.returncode == returncode and not pid_exists(proc.pid)  # and reaped
+        finally:
+            proc.kill()  # nothing to do once it is reaped
+            proc.stdout.close()

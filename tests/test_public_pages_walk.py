@@ -37,15 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 NO_GPU = count_gpus(os.environ) == 0
 
 # The first page's "Data Format" example, as DATA_PATH.
-PAGE_SESSION = {
-    "session_id": "user_session_abc123",
-    "turns": [
-        {"type": "main", "prompt": "Help me refactor this function to use async/await",
-         "response": "Here's the refactored version: ...",
-         "next_state": "User accepted the change and said 'perfect, thanks!'", "trainable": True},
-        {"type": "side", "prompt": "What is 2+2?", "response": "4", "trainable": False},
-    ],
-}
+PAGE_SESSION = json.loads((Path(__file__).parent / "data" / "page_session.json").read_text())
 
 
 @dataclass(frozen=True)

@@ -8,40 +8,24 @@ import argparse
 import importlib
 import math
 import shutil
+from pathlib import Path
 
 import pytest
 from slime.utils.plugins import load_plugin_module
 from slime.utils.types import Sample
 
 from openclaw.engines.sglang_client import SGLangClient
+from openclaw.sandbox.episode import chat_prompt_ids, load_tokenizer
 
 # terminal-rl is a plugin folder: its generate function loads the way the trainer loads it (by
 # file path; the loader also makes its sibling modules importable by name).
 terminal_generate = load_plugin_module("terminal-rl/terminal_generate.py")
 load_tasks = importlib.import_module("terminal_tasks").load_tasks
+SYSTEM_PROMPT = importlib.import_module("terminal_env").SYSTEM_PROMPT
+_helpers = load_plugin_module(str(Path(__file__).resolve().parent / "track_helpers.py"))
+engine_url, spans = _helpers.engine_url, _helpers.spans
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
-
-
-@pytest.fixture(scope="module")
-def engine_url(tiny_model_path):
-    from openclaw.engines.hf_engine import HFEngine
-    from openclaw.engines.serve import create_app, serve_in_thread
-
-    engine = HFEngine.load(str(tiny_model_path), dtype="float32", device="cpu", max_batch_size=8)
-    with serve_in_thread(create_app(engine)) as url:
-        yield url
-
-
-def spans(mask: list[int], value: int) -> list[tuple[int, int]]:
-    out, start = [], None
-    for i, m in enumerate(mask + [None]):
-        if m == value and start is None:
-            start = i
-        elif m != value and start is not None:
-            out.append((start, i))
-            start = None
-    return out
 
 
 def make_args(model_path, url, **kw) -> argparse.Namespace:
@@ -61,7 +45,7 @@ async def test_generate_builds_aligned_masked_sample(tiny_model_path, engine_url
               "sampling_seed": 7}
     out = await terminal_generate.generate(args, sample, params)
     out.validate()
-    tok = terminal_generate.load_tokenizer(str(tiny_model_path))
+    tok = load_tokenizer(str(tiny_model_path))
     prompt_len = out.prompt_length
     response = out.tokens[prompt_len:]
     assert len(response) == out.response_length == len(out.loss_mask) == len(out.rollout_log_probs)
@@ -95,10 +79,10 @@ async def test_generate_builds_aligned_masked_sample(tiny_model_path, engine_url
 async def test_generate_respects_context_budget(tiny_model_path, engine_url):
 
     task = next(t for t in load_tasks() if t.id == "count-lines")
-    tok = terminal_generate.load_tokenizer(str(tiny_model_path))
-    messages = [{"role": "system", "content": terminal_generate.SYSTEM_PROMPT},
+    tok = load_tokenizer(str(tiny_model_path))
+    messages = [{"role": "system", "content": SYSTEM_PROMPT},
                 {"role": "user", "content": task.instruction}]
-    _, prompt_ids = terminal_generate.chat_prompt_ids(tok, messages)
+    _, prompt_ids = chat_prompt_ids(tok, messages)
     budget = len(prompt_ids) + 40
     args = make_args(tiny_model_path, engine_url, max_steps=5, rollout_max_context_len=budget)
     sample = Sample(index=1, metadata={"task_id": task.id})

@@ -8,6 +8,7 @@ import importlib
 import json
 import math
 import shutil
+from pathlib import Path
 
 import pytest
 from slime.utils.plugins import load_plugin_module
@@ -24,6 +25,7 @@ MathTask, extract_answer, generate_train_set = _tasks.MathTask, _tasks.extract_a
 is_correct, load_gsm8k, normalize_number = _tasks.is_correct, _tasks.load_gsm8k, _tasks.normalize_number
 CalculatorError, calculate, call_tool = _tools.CalculatorError, _tools.calculate, _tools.call_tool
 load_tools_config = _tools.load_tools_config
+engine_url = load_plugin_module(str(Path(__file__).resolve().parent / "track_helpers.py")).engine_url
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 TOOLS = load_tools_config()
@@ -128,16 +130,6 @@ async def test_episode_known_good_and_bad_sequences():
         assert env.reward(0.1) == 0.0
         with pytest.raises(RuntimeError):
             await env.step(call)
-
-
-@pytest.fixture(scope="module")
-def engine_url(tiny_model_path):
-    from openclaw.engines.hf_engine import HFEngine
-    from openclaw.engines.serve import create_app, serve_in_thread
-
-    engine = HFEngine.load(str(tiny_model_path), dtype="float32", device="cpu", max_batch_size=8)
-    with serve_in_thread(create_app(engine)) as url:
-        yield url
 
 
 @needs_bwrap

@@ -11,7 +11,6 @@ across chunks.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -20,13 +19,10 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from slime.utils.plugins import load_plugin_module
 
-from openclaw.models.atomic import build_once
-from openclaw.paths import models_dir
 from openclaw.server import EngineConfig, ServerConfig, create_app, serve_in_background
 from openclaw.server.config import ConfigError, parse_config
-from openclaw.server.prompting import normalize_messages, render_prompt, tool_mode
-from openclaw.server.protocol import ChatCompletionRequest
 from openclaw.server.reasoning import (
     REASONING_PARSERS,
     ReasoningSplitter,
@@ -34,6 +30,8 @@ from openclaw.server.reasoning import (
     reasoning_token_end,
     split_reasoning,
 )
+
+_overfit = load_plugin_module(str(Path(__file__).resolve().parent / "helpers" / "overfit_model.py"))
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather for a city",
@@ -57,37 +55,6 @@ def thinking_template(template: str) -> str:
     return opened
 
 
-def _prompt(tok: Any, messages: list[dict], tools: list[dict] | None) -> list[int]:
-    req = ChatCompletionRequest.model_validate({"messages": messages, "tools": tools})
-    return render_prompt(tok, normalize_messages(req.messages), tools, tool_mode(req)).input_ids
-
-
-def _train(out: Path, base: Path, pairs: list[tuple[list[int], list[int]]]) -> None:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    batch = [(torch.tensor([p + t]), torch.tensor(t), len(p)) for p, t in pairs]
-    for _ in range(400):
-        loss, exact = 0.0, True
-        for ids, targets, n in batch:
-            logits = model.lm_head(model.model(input_ids=ids).last_hidden_state[0, n - 1:-1])
-            # Teacher-forced argmax == targets everywhere means greedy decoding reproduces the reply.
-            exact = exact and torch.equal(logits.argmax(-1), targets)
-            loss = loss + torch.nn.functional.cross_entropy(logits, targets)
-        if exact:
-            break
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    else:
-        raise RuntimeError("tiny reasoning model did not converge")
-    model.save_pretrained(out)
-    AutoTokenizer.from_pretrained(base).save_pretrained(out)
-
-
 def build_reasoning_model(base: Path) -> Path:
     """The tiny model trained on the three replies (built once per machine, keyed by its data)."""
     from transformers import AutoTokenizer
@@ -95,11 +62,11 @@ def build_reasoning_model(base: Path) -> Path:
     tok = AutoTokenizer.from_pretrained(base)
     thinking = AutoTokenizer.from_pretrained(base)
     thinking.chat_template = thinking_template(tok.chat_template)
-    pairs = [(_prompt(tok, GREET, [WEATHER]), tok.encode(GREET_REPLY, add_special_tokens=False)),
-             (_prompt(tok, ASK, [WEATHER]), tok.encode(ASK_REPLY, add_special_tokens=False)),
-             (_prompt(thinking, PING, None), tok.encode(PING_REPLY, add_special_tokens=False))]
-    key = hashlib.sha256(json.dumps(pairs).encode()).hexdigest()[:12]
-    return build_once(models_dir() / f"tiny-reasoning-{key}", lambda tmp: _train(tmp, base, pairs))
+    prompt = _overfit.rendered_prompt
+    pairs = [(prompt(tok, GREET, [WEATHER]), tok.encode(GREET_REPLY, add_special_tokens=False)),
+             (prompt(tok, ASK, [WEATHER]), tok.encode(ASK_REPLY, add_special_tokens=False)),
+             (prompt(thinking, PING, None), tok.encode(PING_REPLY, add_special_tokens=False))]
+    return _overfit.overfit_model(base, "tiny-reasoning", pairs, max_steps=400)
 
 
 def with_thinking_template(model: Path, out: Path) -> Path:

@@ -5,18 +5,16 @@ server's own code, so it is exactly what the server sends the model."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 import openai
 import pytest
+from slime.utils.plugins import load_plugin_module
 
-from openclaw.models.atomic import build_once
-from openclaw.paths import models_dir
 from openclaw.server import EngineConfig, ServerConfig, create_app, serve_in_background
-from openclaw.server.prompting import normalize_messages, render_prompt, tool_mode
-from openclaw.server.protocol import ChatCompletionRequest
+
+_overfit = load_plugin_module(str(Path(__file__).resolve().parent / "helpers" / "overfit_model.py"))
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather for a city",
@@ -25,43 +23,13 @@ ASK = [{"role": "user", "content": "What's the weather in Paris?"}]
 REPLY = 'I will check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>'
 
 
-def _train(out: Path, base: Path, prompt_ids: list[int], target_ids: list[int]) -> None:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    ids = torch.tensor([prompt_ids + target_ids])
-    targets = torch.tensor(target_ids)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    n = len(prompt_ids)
-    for _ in range(200):
-        hidden = model.model(input_ids=ids).last_hidden_state
-        logits = model.lm_head(hidden[0, n - 1:-1])  # only the reply's positions: 6x less lm_head work
-        # Teacher-forced argmax == targets everywhere means greedy decoding reproduces the reply.
-        if torch.equal(logits.argmax(-1), targets):
-            break
-        loss = torch.nn.functional.cross_entropy(logits, targets)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    else:
-        raise RuntimeError("tiny tool-call model did not converge")
-    model.save_pretrained(out)
-    AutoTokenizer.from_pretrained(base).save_pretrained(out)
-
-
 @pytest.fixture(scope="module")
 def toolcall_model(tiny_model_path) -> Path:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tiny_model_path)
-    req = ChatCompletionRequest.model_validate({"messages": ASK, "tools": [WEATHER]})
-    prompt = render_prompt(tok, normalize_messages(req.messages), [WEATHER], tool_mode(req)).input_ids
-    target = tok.encode(REPLY, add_special_tokens=False)
-    key = hashlib.sha256(json.dumps([prompt, target]).encode()).hexdigest()[:12]
-    return build_once(models_dir() / f"tiny-toolcall-{key}",
-                      lambda tmp: _train(tmp, tiny_model_path, prompt, target))
+    pair = (_overfit.rendered_prompt(tok, ASK, [WEATHER]), tok.encode(REPLY, add_special_tokens=False))
+    return _overfit.overfit_model(tiny_model_path, "tiny-toolcall", [pair], max_steps=200)
 
 
 @pytest.fixture(scope="module")

@@ -22,17 +22,12 @@ import swe_sources  # noqa: E402
 from slime.utils.types import Sample  # noqa: E402
 from swe_instances import shipped_instances  # noqa: E402
 
+from openclaw.sandbox.episode import load_tokenizer  # noqa: E402
+
+_helpers = load_plugin_module(str(Path(__file__).resolve().parent / "track_helpers.py"))
+engine_url, spans = _helpers.engine_url, _helpers.spans
+
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
-
-
-@pytest.fixture(scope="module")
-def engine_url(tiny_model_path):
-    from openclaw.engines.hf_engine import HFEngine
-    from openclaw.engines.serve import create_app, serve_in_thread
-
-    engine = HFEngine.load(str(tiny_model_path), dtype="float32", device="cpu", max_batch_size=8)
-    with serve_in_thread(create_app(engine)) as url:
-        yield url
 
 
 def make_args(model_path, url, **kw) -> argparse.Namespace:
@@ -41,17 +36,6 @@ def make_args(model_path, url, **kw) -> argparse.Namespace:
                 episode_memory_mb=1024, rollout_max_context_len=2048)
     base.update(kw)
     return argparse.Namespace(**base)
-
-
-def spans(mask: list[int], value: int) -> list[tuple[int, int]]:
-    out, start = [], None
-    for i, m in enumerate(mask + [None]):
-        if m == value and start is None:
-            start = i
-        elif m != value and start is not None:
-            out.append((start, i))
-            start = None
-    return out
 
 
 async def test_generate_builds_aligned_masked_sample_with_test_results(tiny_model_path, engine_url):
@@ -69,7 +53,7 @@ async def test_generate_builds_aligned_masked_sample_with_test_results(tiny_mode
               "sampling_seed": 7}
     out = await swe_generate.generate(args, sample, params)
     out.validate()
-    tok = swe_generate.load_tokenizer(str(tiny_model_path))
+    tok = load_tokenizer(str(tiny_model_path))
     response = out.tokens[out.prompt_length:]
     assert len(response) == out.response_length == len(out.loss_mask) == len(out.rollout_log_probs)
     assert all(math.isfinite(x) and x <= 0.0 for x in out.rollout_log_probs)

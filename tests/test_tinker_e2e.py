@@ -9,18 +9,18 @@ buffer -> judge -> Tinker forward_backward/optim_step -> new sampler serving the
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+from slime.utils.plugins import load_plugin_module
 
 from openclaw.buffer import JUDGED, TrajectoryBuffer
+from openclaw.proctree import stop_child
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -35,12 +35,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _load_trainer():
-    spec = importlib.util.spec_from_file_location("openclaw_tinker_train_e2e", ROOT / "openclaw-tinker" / "tinker_train.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def _wait_healthy(proc: subprocess.Popen, health_url: str, timeout_s: float, log: Path, poll_s: float) -> None:
+    """Return once `health_url` answers 200; fail with the log's tail if `proc` exits or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        try:
+            if httpx.get(health_url, timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, f"{health_url} did not come up: " + log.read_text()[-3000:]
+        time.sleep(poll_s)  # polling a child process's start-up
 
 
 @pytest.fixture(scope="module")
@@ -54,24 +60,11 @@ def tinker_api(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory):
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 900  # includes creating the venv on a fresh machine
-        while True:
-            assert proc.poll() is None, (work / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(url + "/api/v1/healthz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "skyrl did not come up: " + (work / "server.log").read_text()[-3000:]
-            time.sleep(1)  # polling a child process's start-up
+        # the timeout includes creating the venv on a fresh machine
+        _wait_healthy(proc, url + "/api/v1/healthz", 900, work / "server.log", poll_s=1)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_child(proc, grace_s=60)
         log.close()
 
 
@@ -121,7 +114,7 @@ def test_combine_trains_through_tinker_and_the_served_policy_changes(
             assert main and all(len(t.response_logprobs) == len(t.response_ids) for t in main)
             assert all(t.weight_version == 0 for t in main)
 
-            train = _load_trainer()
+            train = load_plugin_module(str(ROOT / "openclaw-tinker" / "tinker_train.py"))
             cfg = train.parse_args(["--method", "combine", "--base-model", str(tiny_model_path),
                                     "--rl-buffer-dir", str(buf_dir), "--server-url", server.base_url,
                                     "--tinker-url", tinker_api, "--steps", "1", "--batch-size", "4",
@@ -159,16 +152,7 @@ def test_deploy_to_tinker_runs_against_the_local_server(tinker_api: str, tiny_mo
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert proc.poll() is None, (tmp_path / "deploy.log").read_text()[-3000:]
-            try:
-                if httpx.get(url + "/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, (tmp_path / "deploy.log").read_text()[-3000:]
-            time.sleep(0.5)  # polling a child process's start-up
+        _wait_healthy(proc, url + "/health", 300, tmp_path / "deploy.log", poll_s=0.5)
         with httpx.Client(base_url=url, timeout=600) as client:
             for i, feedback in enumerate(FEEDBACK[:2]):
                 q = {"role": "user", "content": f"Name a colour, number {i}."}

@@ -12,6 +12,7 @@ from toolcall_tools import ToolOutcome, call_tool
 
 from openclaw.sandbox import SandboxSession
 from openclaw.server.toolcalls import parse_tool_calls
+from openclaw.tracks import EpisodeEnv
 
 
 def system_prompt(tools: list[dict[str, Any]]) -> str:
@@ -33,38 +34,35 @@ class ToolStep:
     answer: str | None = None
 
 
-class ToolCallEnv:
-    def __init__(self, task: MathTask, session: SandboxSession | None, tools: list[dict[str, Any]],
-                 max_steps: int = 8, max_calls_per_turn: int = 4, python_timeout_s: float = 10.0) -> None:
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-        self.task = task
-        self.session = session
-        self.enabled = {t["function"]["name"] for t in tools}
-        self.max_steps = max_steps
-        self.max_calls_per_turn = max_calls_per_turn
-        self.python_timeout_s = python_timeout_s
-        self.steps = 0
-        self.done = False
-        self.answer: str | None = None
-        self.outcomes: list[ToolOutcome] = []
+@dataclass(eq=False)
+class ToolCallEnv(EpisodeEnv[ToolStep]):
+    task: MathTask
+    session: SandboxSession | None
+    tools: list[dict[str, Any]]
+    max_steps: int = field(default=8, kw_only=True)
+    max_calls_per_turn: int = 4
+    python_timeout_s: float = 10.0
+    answer: str | None = field(default=None, init=False)
+    outcomes: list[ToolOutcome] = field(default_factory=list, init=False)
+
+    @property
+    def enabled(self) -> set[str]:
+        return {t["function"]["name"] for t in self.tools}
 
     def reset(self) -> str:
-        self.steps, self.done, self.answer, self.outcomes = 0, False, None, []
+        self.restart()
+        self.answer, self.outcomes = None, []
         return self.task.question
 
-    async def step(self, model_text: str) -> ToolStep:
-        if self.done:
-            raise RuntimeError("step() after the episode ended; call reset()")
-        self.steps += 1
+    async def act(self, model_text: str) -> ToolStep:
         _, calls = parse_tool_calls(model_text)
         if not calls:
             self.answer = extract_answer(model_text)
-            self.done = True
             return ToolStep(None, True, answer=self.answer)
         outcomes = []
+        enabled = self.enabled
         for call in calls[: self.max_calls_per_turn]:
-            outcomes.append(await call_tool(call.name, call.arguments, self.session, self.enabled,
+            outcomes.append(await call_tool(call.name, call.arguments, self.session, enabled,
                                             python_timeout_s=self.python_timeout_s))
         if len(calls) > self.max_calls_per_turn:
             outcomes.append(ToolOutcome("-", False, f"error: at most {self.max_calls_per_turn} calls per turn"))
@@ -73,8 +71,7 @@ class ToolCallEnv:
             "<tool_response>\n" + json.dumps({"name": o.name, "content": o.content}, ensure_ascii=False)
             + "\n</tool_response>" for o in outcomes
         )
-        self.done = self.steps >= self.max_steps
-        return ToolStep(observation, self.done, outcomes)
+        return ToolStep(observation, False, outcomes)
 
     @property
     def correct(self) -> bool:

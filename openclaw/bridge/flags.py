@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from openclaw.methods import get_method, method_arg, method_names
+
 # Finite by default: a trainer pointed at a buffer nobody writes to stops with a message
 # instead of waiting forever (set --buffer-wait-timeout 0 to wait without limit).
 DEFAULT_WAIT_TIMEOUT_S = 3600.0
@@ -52,8 +54,9 @@ def add_buffer_arguments(parser: Parser) -> None:
 
 
 def add_method_argument(parser: Parser, method: str) -> None:
-    parser.add_argument("--openclaw-method", dest="openclaw_method", default=method, choices=("rl", "opd", "combine"),
-                        help="which signal kinds are trainable (set by the method folder's provider)")
+    parser.add_argument("--openclaw-method", dest="openclaw_method", default=method, type=method_arg,
+                        help="which signal kinds are trainable (set by the method folder's provider): "
+                             f"{', '.join(method_names())}, or a method file's path (openclaw.methods)")
 
 
 def _decay(text: str) -> float:
@@ -63,25 +66,27 @@ def _decay(text: str) -> float:
     return value
 
 
+def _add_choice(parser: Parser, flag: str, choices: tuple[str, ...], default: str, help: str) -> None:
+    """A flag taking one of `choices`, stored under its own name; its help ends with the default."""
+    parser.add_argument(flag, dest=flag.lstrip("-").replace("-", "_"), choices=choices, default=default,
+                        help=f"{help} (default {default})")
+
+
 def add_rl_score_argument(parser: Parser) -> None:
     """The reward of a judged turn: openclaw-rl's, and the binary-RL half of openclaw-combine's."""
-    parser.add_argument("--openclaw-rl-score", dest="openclaw_rl_score", choices=RL_SCORES,
-                        default=DEFAULT_RL_SCORE,
-                        help="reward of a judged turn: 'sign' = the judge's +1/-1 (turns scored 0 are skipped); "
-                             "'graded' = the judge's graded score in [-1, 1] (CPU head: P(good) - P(bad); LLM "
-                             "judge: the mean vote), so a mild complaint and a harsh one differ "
-                             f"(default {DEFAULT_RL_SCORE})")
+    _add_choice(parser, "--openclaw-rl-score", RL_SCORES, DEFAULT_RL_SCORE,
+                "reward of a judged turn: 'sign' = the judge's +1/-1 (turns scored 0 are skipped); "
+                "'graded' = the judge's graded score in [-1, 1] (CPU head: P(good) - P(bad); LLM "
+                "judge: the mean vote), so a mild complaint and a harsh one differ")
 
 
 def add_rl_signal_arguments(parser: Parser) -> None:
     """Binary RL's reward signal and baseline (openclaw-rl's provider)."""
     add_rl_score_argument(parser)
-    parser.add_argument("--openclaw-rl-baseline", dest="openclaw_rl_baseline", choices=RL_BASELINES,
-                        default=DEFAULT_RL_BASELINE,
-                        help="'slime' = slime's own (group mean with --n-samples-per-prompt G, or 0 with "
-                             "--disable-rewards-normalization); 'running' = a mean of past steps' rewards carried "
-                             "across steps and checkpoints (needs --n-samples-per-prompt 1 "
-                             f"--disable-rewards-normalization) (default {DEFAULT_RL_BASELINE})")
+    _add_choice(parser, "--openclaw-rl-baseline", RL_BASELINES, DEFAULT_RL_BASELINE,
+                "'slime' = slime's own (group mean with --n-samples-per-prompt G, or 0 with "
+                "--disable-rewards-normalization); 'running' = a mean of past steps' rewards carried "
+                "across steps and checkpoints (needs --n-samples-per-prompt 1 --disable-rewards-normalization)")
     parser.add_argument("--openclaw-rl-baseline-decay", dest="openclaw_rl_baseline_decay", type=_decay,
                         default=DEFAULT_RL_BASELINE_DECAY,
                         help="running baseline: weight of the past per step, b <- d*b + (1-d)*batch mean "
@@ -97,3 +102,22 @@ def add_teacher_arguments(parser: Parser) -> None:
     parser.add_argument("--opd-topk-cache-dir", dest="opd_topk_cache_dir", default=None,
                         help="where the rollout leaves teacher top-k for topk_distillation_loss.py "
                              "(default <rl-buffer-dir>/opd_topk; must be visible to the train workers)")
+
+
+# The second public page's `training.method` values (its --config schema) -> the method they name.
+PAGE_METHODS = {"binary": "rl", **{name: name for name in method_names()}}
+
+
+def check_training_method(args: argparse.Namespace) -> None:
+    """A --config file's `training.method` (slime hands it over as `args.training_method`) must be the
+    method this trainer loaded: a file asking for another method is refused, never trained as this one."""
+    asked = getattr(args, "training_method", None)
+    if asked is None:
+        return
+    if asked not in PAGE_METHODS:
+        raise ValueError(f"training.method {asked!r} is not one of {', '.join(PAGE_METHODS)}")
+    loaded = get_method(getattr(args, "openclaw_method", None) or "rl")
+    if PAGE_METHODS[asked] != loaded.name:
+        wanted = get_method(PAGE_METHODS[asked])
+        raise ValueError(f"training.method {asked!r} but the loaded method is {loaded.name!r}; run that method's "
+                         f"script (its run_*.sh passes --extra-args-provider-path {wanted.provider})")

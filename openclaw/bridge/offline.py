@@ -75,7 +75,7 @@ def import_data_path(buffer_dir: str | os.PathLike[str], data_paths: list[str], 
     this is the buffer the server will also write), saying what happens to each session and turn."""
     redactor = None
     if redact:
-        from openclaw.intercept.redact import Redactor
+        from openclaw.buffer.redact import Redactor
 
         redactor = Redactor()
     out = OfflineImport()

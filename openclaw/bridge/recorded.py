@@ -56,7 +56,8 @@ class RecordedStepsSource(BufferDataSource):
                                      "buffer (purged or retracted since)")
         out = Drained(records=records)
         for rec in records:
-            out.kinds[turn_signal(rec, self.graded).kind] += 1
+            out.signals[int(rec.turn_id)] = turn_signal(rec, self.graded)
+            out.kinds[out.signals[int(rec.turn_id)].kind] += 1
         self.pending.update(ids)
         self.handed_out += len(records)
         self.step += 1

@@ -43,11 +43,12 @@ from typing import Any
 from slime.utils.types import Sample
 
 from openclaw.bridge.behaviour import add_behaviour_logprobs
-from openclaw.bridge.flags import DEFAULT_PROGRESS_INTERVAL_S
+from openclaw.bridge.flags import DEFAULT_PROGRESS_INTERVAL_S, check_training_method
 from openclaw.bridge.reward import RlSignal, RunningBaseline
-from openclaw.bridge.turns import KINDS, METHODS, trainable_kinds, turn_signal, turn_to_sample
+from openclaw.bridge.turns import KINDS, TurnSignal, turn_signal, turn_to_sample
 from openclaw.buffer import TrajectoryBuffer
 from openclaw.control.ledger import record_step, register_trainer_files, weight_version_floor
+from openclaw.methods import Method, get_method
 
 log = logging.getLogger("openclaw.bridge")
 
@@ -66,9 +67,8 @@ class DrainConfig:
     resume_from: str | None
 
     @classmethod
-    def from_args(cls, args: Any, method: str) -> DrainConfig:
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    def from_args(cls, args: Any, method: str | Method) -> DrainConfig:
+        method = get_method(method).name  # a MethodError names the known methods
         buffer_dir = getattr(args, "rl_buffer_dir", None)
         if not buffer_dir:
             raise ValueError("no trajectory buffer: pass the method folder's --extra-args-provider-path "
@@ -93,7 +93,9 @@ def group_size(args: Any) -> int:
 
 
 def check_live_args(args: Any) -> None:
-    """Refuse settings under which live turns silently give zero advantages."""
+    """Refuse settings under which live turns silently give zero advantages, and a --config file's
+    training.method that is not the loaded method."""
+    check_training_method(args)
     if group_size(args) == 1 and getattr(args, "advantage_estimator", "grpo") in ("grpo", "gspo") \
             and getattr(args, "rewards_normalization", True):
         raise ValueError("live turns are single responses: GRPO over groups of one gives every advantage 0. Either "
@@ -129,6 +131,11 @@ class Drained:
     kinds: Counter = field(default_factory=Counter)
     waited_s: float = 0.0
     skipped_turns: list[tuple[int, str, str]] = field(default_factory=list)  # (turn id, session id, reason)
+    # each taken turn's signal, assembled once (judge verdict + the user's feedback) and read by the rollout
+    signals: dict[int, TurnSignal] = field(default_factory=dict)
+
+    def signal(self, rec: Any) -> TurnSignal:
+        return self.signals[int(rec.turn_id)]
 
 
 class BufferDataSource:
@@ -138,12 +145,13 @@ class BufferDataSource:
     def __init__(self, args: Any, method: str | None = None,
                  progress: Callable[[str], None] = _print_progress) -> None:
         self.args = args
-        self.method = method or getattr(args, "openclaw_method", None) or "rl"
-        self.cfg = DrainConfig.from_args(args, self.method)
+        self.spec = get_method(method or getattr(args, "openclaw_method", None) or "rl")
+        self.method = self.spec.name
+        self.cfg = DrainConfig.from_args(args, self.spec)
         # Binary RL's reward flags (checked against slime's grouping here, before any wait); the
         # running baseline is state carried across steps and saved with the checkpoint.
         # combine's binary-RL half takes the score flag too (its provider defines no baseline flags).
-        self.signal = RlSignal.from_args(args) if self.method in ("rl", "combine") else RlSignal()
+        self.signal = RlSignal.from_args(args) if self.spec.uses_score else RlSignal()
         self.graded = self.signal.score == "graded"
         self.reward_baseline = RunningBaseline(self.signal.decay)
         # An existing buffer only: a mistyped path fails here (BufferNotFoundError names the path
@@ -237,7 +245,8 @@ class BufferDataSource:
         return n
 
     # ---- take ----------------------------------------------------------------------------
-    def skip_reason(self, rec: Any, engine_version: int | None, retracting: frozenset[str] = frozenset()) -> str | None:
+    def skip_reason(self, rec: Any, engine_version: int | None, retracting: frozenset[str] = frozenset(),
+                    signal: TurnSignal | None = None) -> str | None:
         if rec.session_id in retracting:
             return "retracting"  # a retract is purging this session: never train on it
         if not rec.trainable or rec.turn_type != "main":
@@ -251,10 +260,10 @@ class BufferDataSource:
             return "stale"
         if not rec.next_state:
             return "no_next_state"  # the session ended here: no feedback, nothing to learn from
-        if getattr(self.args, "custom_rm_path", None) and self.method == "rl":
+        if getattr(self.args, "custom_rm_path", None) and _scalar_only(self.spec):
             return None  # the reward comes from --custom-rm-path, not the judge
-        if turn_signal(rec, self.graded).kind not in trainable_kinds(self.method):
-            return {"rl": "zero_score", "opd": "no_hint", "combine": "no_signal"}[self.method]
+        if (signal or turn_signal(rec, self.graded)).kind not in self.spec.trains_on:
+            return self.spec.skip_reason
         return None
 
     def take(self, n: int, engine_version: int | None = None, stop: Any = None) -> Drained:
@@ -276,7 +285,8 @@ class BufferDataSource:
                     break  # surplus stays in the buffer
                 if rec.turn_id in self.pending or rec.turn_id in seen:
                     continue
-                reason = self.skip_reason(rec, engine_version, retracting)
+                signal = turn_signal(rec, self.graded)
+                reason = self.skip_reason(rec, engine_version, retracting, signal)
                 seen.add(int(rec.turn_id))
                 if reason:
                     out.skipped[reason] += 1
@@ -286,7 +296,8 @@ class BufferDataSource:
                         new_skips.setdefault(reason, []).append((int(rec.turn_id), rec.session_id))
                 else:
                     out.records.append(rec)
-                    out.kinds[turn_signal(rec, self.graded).kind] += 1
+                    out.signals[int(rec.turn_id)] = signal
+                    out.kinds[signal.kind] += 1
             self._report_skips(new_skips)
             if len(out.records) >= n:
                 break
@@ -394,14 +405,19 @@ async def _custom_rewards(args: Any, samples: list[Sample]) -> None:
         s.reward = extract_reward(v, getattr(args, "reward_key", None))
 
 
+def _scalar_only(method: Method) -> bool:
+    """A method trained on a scalar reward alone, which `--custom-rm-path` may then replace."""
+    return method.uses_score and not method.uses_teacher
+
+
 def drain(args: Any, data_source: Any, method: str, stop: Any = None) -> tuple[list[Sample], dict[str, float]]:
     """Steps 1-3 of the module docstring for `method`; teacher log-probs are the caller's."""
     check_live_args(args)
     ds = require_buffer_source(data_source)
     drained = ds.take(int(args.rollout_batch_size) * group_size(args), engine_version(args), stop=stop)
-    samples = [turn_to_sample(r, turn_signal(r, ds.graded).score) for r in drained.records]
+    samples = [turn_to_sample(r, drained.signal(r).score) for r in drained.records]
     recomputed = asyncio.run(add_behaviour_logprobs(args, samples))
-    if method == "rl" and getattr(args, "custom_rm_path", None) and samples:
+    if _scalar_only(get_method(method)) and getattr(args, "custom_rm_path", None) and samples:
         asyncio.run(_custom_rewards(args, samples))
     metrics = drain_metrics(drained, samples)
     metrics["rollout/logprobs_recomputed"] = float(recomputed)

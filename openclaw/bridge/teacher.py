@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import json
 import math
 import os
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from slime.utils.types import Sample
+
+from openclaw.buffer.derived import TOPK_DIR_NAME, tokens_key
 
 
 def teacher_messages(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:
@@ -118,14 +119,8 @@ async def teacher_topk(client: Any, prompt_ids: list[int], response_ids: list[in
 
 
 def topk_cache_dir(args: Any) -> Path:
-    d = getattr(args, "opd_topk_cache_dir", None) or os.path.join(getattr(args, "rl_buffer_dir", "."), "opd_topk")
+    d = getattr(args, "opd_topk_cache_dir", None) or os.path.join(getattr(args, "rl_buffer_dir", "."), TOPK_DIR_NAME)
     return Path(d).expanduser().resolve()
-
-
-def tokens_key(tokens: Any) -> str:
-    """Content address of a sample's token ids (the loss finds the teacher top-k by it)."""
-    ids = [int(t) for t in (tokens.tolist() if hasattr(tokens, "tolist") else tokens)]
-    return hashlib.sha1(json.dumps(ids).encode()).hexdigest()
 
 
 def write_topk(args: Any, sample: Sample, ids: list[list[int]], lps: list[list[float]]) -> Path:

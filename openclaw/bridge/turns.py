@@ -1,7 +1,7 @@
 """One judged buffer turn -> one trainer `Sample`, and what signal the turn carries.
 
 A turn's signal is the judge's score (non-zero: binary RL), an accepted textual hint (OPD), both
-or neither; each method trains on its own kinds (`trainable_kinds`, the combine mixing rules).
+or neither; each method trains on its own kinds (`trainable_kinds`: its `Method.trains_on`).
 """
 
 from __future__ import annotations
@@ -14,19 +14,15 @@ from slime.utils.types import Sample
 
 from openclaw.control.feedback import effective_signal
 from openclaw.judge.graded import graded_score
+from openclaw.methods import KINDS as KINDS  # the signal kinds, re-exported for the bridge's users
+from openclaw.methods import Method, get_method, method_names
 
-METHODS = ("rl", "opd", "combine")
-# A judged turn's signal: a non-zero score, an accepted hint, both, or neither.
-KINDS = ("hint+score", "hint", "score", "none")
+METHODS = method_names()
 
 
-def trainable_kinds(method: str) -> frozenset[str]:
-    """Which signal kinds a method trains on (the combine mixing rules)."""
-    return {
-        "rl": frozenset({"hint+score", "score"}),
-        "opd": frozenset({"hint+score", "hint"}),
-        "combine": frozenset({"hint+score", "hint", "score"}),
-    }[method]
+def trainable_kinds(method: str | Method) -> frozenset[str]:
+    """Which signal kinds a method trains on (its `Method.trains_on`)."""
+    return get_method(method).trains_on
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,7 @@
   import FILE [--tokenizer PATH] [--no-redact]
   verify                        SQLite integrity_check + buffer invariants (exit 1 on problems)
   purge --session ID | --older-than 30d
-  retract --session ID [--engine-url URL]   remove a session everywhere, roll served weights back
-  retract --pending [--engine-url URL]      finish retracts a crash interrupted
+  retract                                   moved: python -m openclaw.control retract
 """
 
 from __future__ import annotations
@@ -58,19 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--session", action="append", default=None, help="session id (repeatable)")
     g.add_argument("--older-than", default=None, help="duration: 3600, 90m, 12h, 30d")
-    s = sub.add_parser("retract", parents=[common],
-                       help="remove a session everywhere (buffer, exports, hints, judge records, feedback) and roll "
-                            "the served weights back to a checkpoint that predates it (openclaw/control/README.md)")
-    g = s.add_mutually_exclusive_group(required=True)
-    g.add_argument("--session", default=None, help="session id")
-    g.add_argument("--pending", action="store_true", help="finish retracts a crash interrupted")
-    s.add_argument("--engine-url", default=os.environ.get("OPENCLAW_ENGINE_URL"),
-                   help="the serving engine / OpenClaw server (SGLang API), needed when the session was trained "
-                        "on (env OPENCLAW_ENGINE_URL)")
-    s.add_argument("--policy", default="stop", choices=("stop", "requeue"),
-                   help="after rolling back, trainers that used the session stop; 'stop' drops the training after "
-                        "the rollback point, 'requeue' gives its other turns back to them (re-applied when the "
-                        "trainer restarts from the rollback checkpoint)")
+    # retract rolls served weights back too, which is the control layer's: a name never ignored
+    sub.add_parser("retract", help="moved: python -m openclaw.control retract (same flags)")
     return p
 
 
@@ -172,7 +160,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         tok = AutoTokenizer.from_pretrained(args.tokenizer)
     redactor = None
     if not args.no_redact:
-        from openclaw.intercept.redact import Redactor
+        from openclaw.buffer.redact import Redactor
 
         redactor = Redactor()
     with _open(args, create=True) as b:
@@ -224,25 +212,15 @@ def cmd_purge(args: argparse.Namespace) -> int:
 
 
 def cmd_retract(args: argparse.Namespace) -> int:
-    from openclaw.control.retract import HTTPWeightTarget, RetractError, complete_pending, retract_session
-
-    engine = HTTPWeightTarget(args.engine_url) if args.engine_url else None
-    with _open(args) as b:
-        try:
-            results = complete_pending(b, engine) if args.pending else [retract_session(b, args.session, engine,
-                                                                                         args.policy)]
-        except RetractError as e:
-            print(f"openclaw.buffer: error: {e}", file=sys.stderr)
-            return 1
-    for r in results:
-        print(json.dumps(r.to_json(), indent=1))
-    if args.pending and not results:
-        print("no unfinished retract", file=sys.stderr)
-    return 0
+    print("openclaw.buffer: error: retract is `python -m openclaw.control retract` (the same flags: --dir, --session "
+          "or --pending, --engine-url, --policy): it rolls the served weights back as well", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args, rest = _parser().parse_known_args(argv)
+    if rest and args.cmd != "retract":  # retract's own flags are the control CLI's: refused there by name
+        _parser().parse_args(argv)  # the usual error naming the unrecognized arguments
     return {"stats": cmd_stats, "tail": cmd_tail, "export": cmd_export, "import": cmd_import,
             "verify": cmd_verify, "purge": cmd_purge, "retract": cmd_retract}[args.cmd](args)
 

@@ -126,12 +126,16 @@ def pack_ids(ids: list[int]) -> bytes:
     return a.tobytes()
 
 
-def unpack_ids(blob: bytes | None) -> list[int]:
+def _unpack(blob: bytes | None, typecode: str) -> list:
     if not blob:
         return []
-    a = array("i")
+    a = array(typecode)
     a.frombytes(blob)
     return a.tolist()
+
+
+def unpack_ids(blob: bytes | None) -> list[int]:
+    return _unpack(blob, "i")
 
 
 def pack_floats(xs: list[float]) -> bytes:
@@ -139,8 +143,4 @@ def pack_floats(xs: list[float]) -> bytes:
 
 
 def unpack_floats(blob: bytes | None) -> list[float]:
-    if not blob:
-        return []
-    a = array("d")
-    a.frombytes(blob)
-    return a.tolist()
+    return _unpack(blob, "d")

@@ -21,22 +21,7 @@ from openclaw.buffer.chunks import Prepared, PrepCache, prepare
 from openclaw.buffer.errors import BufferFull, BufferNotFoundError  # noqa: F401 - re-exported
 from openclaw.buffer.files import mode_problems, wal_problems
 from openclaw.buffer.records import STATES, RecordError, TurnRecord
-from openclaw.buffer.schema import (  # noqa: F401 - re-exported: `openclaw.buffer.store` stays importable
-    C_BAD_RECORD,
-    C_DROPPED_FULL,
-    C_EVICTED,
-    C_JUDGE_FAILED,
-    C_OPTED_OUT,
-    C_PURGED_SESSION,
-    C_PURGED_TTL,
-    C_REDACTED,
-    CHUNK_IDS,
-    DB_NAME,
-    SCHEMA_VERSION,
-    bump,
-    connect,
-    immediate,
-)
+from openclaw.buffer.schema import C_DROPPED_FULL, DB_NAME, bump, connect, immediate
 from openclaw.buffer.writes import AppendOp, AttachOp, Batch, BatchResult, CountOp, FinalizeOp, Op  # noqa: F401
 
 log = logging.getLogger("openclaw.buffer")

@@ -1,5 +1,7 @@
-"""`python -m openclaw.control {list,promote,rollback}`: the weight-version commands of the
-server's API (`GET /v1/weights`, `POST /v1/weights/{version}/promote|rollback`) from a shell.
+"""`python -m openclaw.control {list,promote,rollback,retract}`: the weight-version commands of the
+server's API (`GET /v1/weights`, `POST /v1/weights/{version}/promote|rollback`) from a shell, and
+`retract`, which removes a session everywhere and rolls the served weights back
+(`retract --dir BUFFER --session ID [--engine-url URL]`; `--pending` finishes what a crash interrupted).
 
 The server is `--url` (default `http://$OPENCLAW_HOST:$OPENCLAW_PORT`, 127.0.0.1:8000); the key
 is `$OPENCLAW_API_KEY` (an env var, never a flag: flags show in `ps`).
@@ -33,11 +35,52 @@ def build_parser() -> argparse.ArgumentParser:
                        ("rollback", "serve this older kept version; later versions become rolled_back")):
         sp = sub.add_parser(name, help=what)
         sp.add_argument("version", type=int)
+    s = sub.add_parser("retract",
+                       help="remove a session everywhere (buffer, exports, hints, judge records, feedback) and roll "
+                            "the served weights back to a checkpoint that predates it (openclaw/control/README.md)")
+    s.add_argument("--dir", "--rl-buffer-dir", dest="dir", default=os.environ.get("RL_BUFFER_DIR") or "./rl_buffer",
+                   help="buffer directory (env RL_BUFFER_DIR; default ./rl_buffer)")
+    g = s.add_mutually_exclusive_group(required=True)
+    g.add_argument("--session", default=None, help="session id")
+    g.add_argument("--pending", action="store_true", help="finish retracts a crash interrupted")
+    s.add_argument("--engine-url", default=os.environ.get("OPENCLAW_ENGINE_URL"),
+                   help="the serving engine / OpenClaw server (SGLang API), needed when the session was trained "
+                        "on (env OPENCLAW_ENGINE_URL)")
+    s.add_argument("--policy", default="stop", choices=("stop", "requeue"),
+                   help="after rolling back, trainers that used the session stop; 'stop' drops the training after "
+                        "the rollback point, 'requeue' gives its other turns back to them (re-applied when the "
+                        "trainer restarts from the rollback checkpoint)")
     return p
+
+
+def retract(args: argparse.Namespace) -> int:
+    from openclaw.buffer import BufferNotFoundError, TrajectoryBuffer
+    from openclaw.control.retract import HTTPWeightTarget, RetractError, complete_pending, retract_session
+
+    engine = HTTPWeightTarget(args.engine_url) if args.engine_url else None
+    try:
+        buffer = TrajectoryBuffer.open(args.dir, create=False)
+    except BufferNotFoundError as e:
+        print(f"openclaw.control: error: {e}", file=sys.stderr)
+        return 2
+    with buffer as b:
+        try:
+            results = complete_pending(b, engine) if args.pending else [retract_session(b, args.session, engine,
+                                                                                         args.policy)]
+        except RetractError as e:
+            print(f"openclaw.control: error: {e}", file=sys.stderr)
+            return 1
+    for r in results:
+        print(json.dumps(r.to_json(), indent=1))
+    if args.pending and not results:
+        print("no unfinished retract", file=sys.stderr)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "retract":
+        return retract(args)
     key = os.environ.get("OPENCLAW_API_KEY")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     base = args.url.rstrip("/")

@@ -4,8 +4,8 @@ Two measurements, each taken for the candidate and for the version being served,
 engine instance (never the serving one, so chat keeps being answered at full speed by the
 serving weights while the candidate is evaluated):
 
-* **capability probe**: `openclaw/demo/data/capability_probe.jsonl` answered greedily, checked
-  with `openclaw.demo.evaluate.probe_correct` (% correct);
+* **capability probe**: `openclaw/control/data/capability_probe.jsonl` answered greedily, checked
+  with `openclaw.control.probe.probe_correct` (% correct);
 * **the user's own recent sessions**: main turns the user rated (explicit feedback, else the
   judge's score) and, preferably, that no trainer has consumed yet (held out from training).
   Each recorded reply is replayed teacher-forced through the model: mean per-token log-prob of
@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from openclaw.control.probe import load_probe, probe_correct
 
 log = logging.getLogger("openclaw.control.canary")
 
@@ -108,9 +110,9 @@ class Canary:
     """Scores a model folder on a private engine. `rated_turns` is read at every check."""
 
     def __init__(self, config: CanaryConfig, tokenizer: Any, dtype: Any, device: str, base_model_path: str,
-                 rated_turns: Callable[[], list[RatedTurn]] = list) -> None:
-        from openclaw.demo.evaluate import chat_prompt_ids, load_probe
-
+                 prompt_ids: Callable[[str], list[int]], rated_turns: Callable[[], list[RatedTurn]] = list) -> None:
+        """`prompt_ids` renders a user question as the server renders a chat turn (the server's own
+        template, passed in by the server: the canary must ask what users' turns look like)."""
         self.config = config
         self._tokenizer = tokenizer
         self._dtype = dtype
@@ -119,7 +121,7 @@ class Canary:
         self._rated_turns = rated_turns
         probe = load_probe()
         self._probe = probe[: config.probe_limit] if config.probe_limit else probe
-        self._probe_ids = [tuple(chat_prompt_ids(tokenizer, q.question)) for q in self._probe]
+        self._probe_ids = [tuple(prompt_ids(q.question)) for q in self._probe]
 
     def score(self, model_path: str) -> CanaryScores:
         """Load `model_path` (full folder or adapter over the serving base) and measure it."""
@@ -146,7 +148,6 @@ class Canary:
                             seconds=time.perf_counter() - t0, config=asdict(self.config))
 
     async def _score(self, model_path: str, turns: list[RatedTurn]) -> CanaryScores:
-        from openclaw.demo.evaluate import probe_correct
         from openclaw.engines.base import GenerationRequest, SamplingParams
         from openclaw.engines.hf_engine import HFEngine
         from openclaw.engines.weights import load_model

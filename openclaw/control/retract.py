@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from openclaw.buffer import TrajectoryBuffer
+from openclaw.buffer.derived import TOPK_DIR_NAME, tokens_key
 from openclaw.control.ledger import (
     DEBUG_ROLLOUT_DATA,
     highest_weight_version,
@@ -212,9 +213,7 @@ def _checkpoints(save_dir: str) -> list[tuple[Path, Any]]:
 
 def _topk_files(buffer: TrajectoryBuffer, turns: list[Any]) -> list[str]:
     """OPD top-k files the teacher wrote for these turns (default cache dir, under the buffer)."""
-    from openclaw.bridge.teacher import tokens_key
-
-    d = buffer.directory / "opd_topk"
+    d = buffer.directory / TOPK_DIR_NAME
     out = []
     for t in turns:
         if t.prompt_ids and t.response_ids:

@@ -53,9 +53,7 @@ class ControlSettings:
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name)
-    if raw is None or raw == "":
-        return default
     try:
-        return float(raw)
+        return float(raw) if raw else default  # unset or empty: the default
     except ValueError:
         raise SettingsError(f"{name}={raw!r} is not a number") from None

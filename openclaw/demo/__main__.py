@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from openclaw.demo.personas import DEFAULT_PERSONA, PersonaError, load_persona, persona_names
-from openclaw.demo.presets import BASELINES, METHODS, RL_SCORES, demo_preset, kl_flags
+from openclaw.demo.presets import BASELINES, DEFAULT_METHOD, METHODS, RL_SCORES, demo_preset, kl_flags
+from openclaw.methods import get_method, method_arg
 
 LENGTH_REWARD = "openclaw/demo/length_reward.py:length_only_reward"
 
@@ -38,7 +39,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--persona", default=DEFAULT_PERSONA,
                    help=f"a shipped persona ({', '.join(persona_names())}) or the path of a persona JSON file "
                         "(format: openclaw/demo/README.md)")
-    p.add_argument("--method", choices=METHODS, default="combine")
+    p.add_argument("--method", type=method_arg, default=DEFAULT_METHOD,
+                   help=f"{', '.join(METHODS)}, or a method file's path (openclaw.methods; default {DEFAULT_METHOD})")
     p.add_argument("--interactions", type=int, default=640,
                    help="simulated-user sessions (each one trainable turn); --minutes ends the phase first on 2 "
                         "cores (410-550 in 14 min; measured against 320: bench/HISTORY.md, 2026-11-24, '640 interactions')")
@@ -70,10 +72,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="with a KL target: train steps over which a persistent KL error moves the weight by 20%% "
                         f"(slime's --kl-loss-horizon); default: the preset's ({combine.kl_horizon:g} for combine), "
                         "else slime's")
-    p.add_argument("--w-opd", type=float, default=0.5,
-                   help="combine: OPD weight (the method's own default is 1.0; measured here, 1.0 drifted off topic "
-                        "and 0.5 passed: bench/results/methods_learning.md)")
-    p.add_argument("--w-rl", type=float, default=None, help="combine: binary-RL weight (default: the method's, 1.0)")
+    p.add_argument("--w-opd", type=float, default=None,
+                   help=f"combine: OPD weight (default {combine.w_opd:g}, the method's embedded preset; its own loss "
+                        f"weight is {get_method('combine').weights[0]:g}: openclaw/methods/combine.py says why)")
+    p.add_argument("--w-rl", type=float, default=None,
+                   help=f"combine: binary-RL weight (default: the method's, {get_method('combine').weights[1]:g})")
     p.add_argument("--max-tokens", type=int, default=64,
                    help="reply cap while chatting (a reply that hits it is far over 25 words anyway)")
     p.add_argument("--eval-max-tokens", type=int, default=48,
@@ -92,9 +95,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.interactions < 1 or args.minutes <= 0 or args.evals < 1 or args.batch_size < 1:
         p.error("--interactions, --minutes, --evals and --batch-size must be positive")
-    if args.reward == "length" and args.method != "rl":
+    method = get_method(args.method)
+    if args.reward == "length" and (method.uses_teacher or not method.uses_score):
         p.error("--reward length is the binary-RL reward-hacking check: use it with --method rl")
+    if method.weights is None and (args.w_opd is not None or args.w_rl is not None):
+        p.error(f"--w-opd/--w-rl weigh combine's two signals; {method.name} has one")
     preset = demo_preset(args.method, args.reward)
+    if method.weights is not None and args.w_opd is None:
+        args.w_opd = preset.w_opd
     args.baseline, args.rl_score = args.baseline or preset.baseline, args.rl_score or preset.rl_score
     args.kl_coef = preset.kl_coef if args.kl_coef is None else args.kl_coef
     args.lr = preset.lr if args.lr is None else args.lr
@@ -108,10 +116,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         kl_flags(args.kl_coef, args.kl_target, args.kl_horizon)
     except ValueError as e:
         p.error(f"--kl-coef/--kl-target/--kl-horizon: {e}")
-    if args.method != "rl" and args.baseline == "running":
-        p.error("--baseline running is binary RL's option: use it with --method rl")
-    if args.method == "opd" and args.rl_score != "sign":
-        p.error("--rl-score graded is a binary-RL reward: use it with --method rl or combine (opd has no scalar reward)")
+    if method.uses_score and args.baseline not in method.baselines:
+        p.error(f"--baseline {args.baseline} is not {method.name}'s option: it takes {', '.join(method.baselines)} "
+                "(the running baseline is binary RL's: use it with --method rl)")
+    if not method.uses_score and args.rl_score != "sign":
+        p.error(f"--rl-score graded is a binary-RL reward: use it with --method rl or combine ({method.name} has no "
+                "scalar reward)")
     return args
 
 
@@ -158,12 +168,12 @@ def run(args: argparse.Namespace) -> int:
     torch.manual_seed(args.seed)
     model_path = str(resolve_model_path(args.model_path))
     persona = args.persona_obj
-    out = Path(args.out).resolve() / (f"{persona.name}-{args.method}{'-length' if args.reward == 'length' else ''}"
+    out = Path(args.out).resolve() / (f"{persona.name}-{get_method(args.method).name}{'-length' if args.reward == 'length' else ''}"
                                       f"-s{args.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
     buffer_dir = out / "rl_buffer"
     out.mkdir(parents=True, exist_ok=True)
     print("=" * 78)
-    reward = args.reward if args.method == "opd" or args.reward == "length" else f"{args.reward}, {args.rl_score}"
+    reward = args.reward if not get_method(args.method).uses_score or args.reward == "length" else f"{args.reward}, {args.rl_score}"
     print(f"OpenClaw-RL demo: method {args.method} (reward: {reward}), persona '{persona.name}': {persona.preference}")
     print(f"model {model_path} | CPU threads {torch.get_num_threads()} | LoRA r{args.lora_rank} lr {args.lr:g}"
           + (f" | KL coef {args.kl_coef:g}" if args.kl_coef else "")
@@ -184,8 +194,9 @@ def run(args: argparse.Namespace) -> int:
         judge = JudgeService(JudgeConfig(backend="cpu", num_workers=1, batch_size=16, poll_interval_s=0.3), buffer_dir).start()
         extra = ["--custom-rm-path", LENGTH_REWARD] if args.reward == "length" else []
         extra += kl_flags(args.kl_coef, args.kl_target, args.kl_horizon)
-        if args.method == "combine":
-            extra += [f for flag, v in (("--openclaw-combine-w-opd", args.w_opd), ("--openclaw-combine-w-rl", args.w_rl))
+        method = get_method(args.method)
+        if method.weights is not None:
+            extra += [f for flag, v in zip(method.weight_flags, (args.w_opd, args.w_rl), strict=True)
                       if v is not None for f in (flag, str(v))]
         flags = method_flags(args.method, model_path=model_path, engine_addr=url.split("//", 1)[1],
                              buffer_dir=str(buffer_dir), batch_size=args.batch_size, lr=args.lr, lora_rank=args.lora_rank,

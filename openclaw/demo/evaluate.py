@@ -8,32 +8,13 @@ is never trained on.
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 
-from openclaw.demo.personas import DATA_DIR, Persona, PromptItem, load_prompts, on_topic, words
-
-
-@dataclass(frozen=True)
-class ProbeItem:
-    question: str
-    answers: tuple[str, ...]
-
-
-def load_probe(name: str = "capability_probe.jsonl") -> list[ProbeItem]:
-    rows = [json.loads(line) for line in (DATA_DIR / name).read_text().splitlines() if line.strip()]
-    return [ProbeItem(r["question"], tuple(a.lower() for a in r["answers"])) for r in rows]
-
-
-def probe_correct(reply: str, item: ProbeItem) -> bool:
-    """An expected answer appears as a whole word (a plural allowed): "0" is not found in
-    "-18.0000000000001", nor "lion" in "million" or "ice" in "device"."""
-    low = reply.lower()
-    return any(re.search(rf"(?<![a-z0-9]){re.escape(a)}s?(?![a-z0-9])", low) for a in item.answers)
+from openclaw.control.probe import ProbeItem, load_probe, probe_correct
+from openclaw.demo.personas import Persona, PromptItem, load_prompts, on_topic, words
 
 
 @dataclass
@@ -55,9 +36,9 @@ class EvalPoint:
 
 
 def chat_prompt_ids(tokenizer: Any, text: str) -> list[int]:
-    from openclaw.server.prompting import ToolMode, render_prompt
+    from openclaw.server.prompting import user_prompt_ids
 
-    return render_prompt(tokenizer, [{"role": "user", "content": text}], None, ToolMode(parse=False)).input_ids
+    return user_prompt_ids(tokenizer, text)
 
 
 def generate_greedy(url: str, tokenizer: Any, prompts: list[str], max_tokens: int) -> list[tuple[list[int], list[int], str]]:
@@ -143,5 +124,5 @@ def train_prompts() -> list[PromptItem]:
     return load_prompts("persona_train_prompts.jsonl")
 
 
-__all__ = ["EvalPoint", "ProbeItem", "evaluate", "heldout_prompts", "kl_to_base", "load_probe", "on_topic",
+__all__ = ["EvalPoint", "ProbeItem", "chat_prompt_ids", "evaluate", "heldout_prompts", "kl_to_base", "load_probe", "on_topic",
            "probe_correct", "train_prompts"]

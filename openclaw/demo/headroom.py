@@ -144,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         tokenizer_path = str(resolve_model_path(args.model_path))
         print(f"starting the engine on {tokenizer_path}", flush=True)
         engine = EngineProcess(model_path=tokenizer_path, max_batch_size=max(48, len(items)),
+                               engine_command="python -m openclaw.engines.serve",
                                extra_env={"OMP_NUM_THREADS": str(args.threads)})
         engine.start()
         url = engine.url

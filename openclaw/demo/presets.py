@@ -1,4 +1,5 @@
-"""Trainer flags of the three personal-agent methods (the same ones their launch scripts pass).
+"""The main job's trainer flags for a personal-agent method (openclaw.methods: its plugins and its
+`embedded` defaults), on the embedded CPU preset.
 
 The method folders are plugin folders, not packages: the trainer loads them by file path,
 resolved against the current directory and then the repository root. The data source they all
@@ -7,70 +8,24 @@ drain is library code (`openclaw.bridge.BufferDataSource`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from openclaw.bridge.flags import RL_SCORES
+from openclaw.methods import BASELINES, DEFAULT_METHOD, EmbeddedPreset, Method, get_method, method_names
 
-METHODS = ("combine", "rl", "opd")
-BASELINES = ("batch", "zero", "running")
+METHODS = method_names()
+__all__ = ["BASELINES", "DEFAULT_METHOD", "METHODS", "RL_SCORES", "baseline_flags", "demo_preset", "kl_flags",
+           "method_flags", "score_flags"]
 
-_METHOD_FLAGS: dict[str, list[str]] = {
-    "rl": [
-        "--extra-args-provider-path", "openclaw-rl/openclaw_rl_args.py",
-        "--rollout-function-path", "openclaw-rl/openclaw_buffer_rollout.py:generate_rollout",
-        "--advantage-estimator", "grpo",
-    ],
-    "opd": [
-        "--extra-args-provider-path", "openclaw-opd/openclaw_opd_args.py",
-        "--rollout-function-path", "openclaw-opd/openclaw_opd_rollout.py:generate_rollout",
-        "--advantage-estimator", "on_policy_distillation",
-    ],
-    "combine": [
-        "--extra-args-provider-path", "openclaw-combine/openclaw_combine_args.py",
-        "--rollout-function-path", "openclaw-combine/openclaw_combine_rollout.py:generate_rollout",
-        "--custom-loss-function-path", "openclaw-combine/combine_loss.py:combine_loss",
-        "--advantage-estimator", "grpo",
-    ],
-}
+# The length-only reward check (`--reward length`) exists to show that the verdict catches a policy
+# that games its reward, so its preset leaves the policy free to game it: baseline 0 and no KL term.
+# Under a batch-mean baseline the +/-1 length reward gives nothing to learn from (nearly every reply
+# is over 25 words, so every advantage is 0: measured, bench/HISTORY.md).
+LENGTH_REWARD_PRESET = EmbeddedPreset(baseline="zero", rl_score="sign", kl_coef=0.0, lr=3e-4)
 
 
-@dataclass(frozen=True)
-class DemoPreset:
-    """The demo's training defaults for one (method, reward); a flag given on the command line wins."""
-
-    baseline: str
-    rl_score: str
-    kl_coef: float
-    lr: float
-    kl_target: float | None = None  # None: the KL weight stays kl_coef; else steered toward this batch KL
-    kl_horizon: float | None = None  # the steering's pace in train steps (None: slime's)
-
-
-def demo_preset(method: str, reward: str = "judge") -> DemoPreset:
-    """Binary RL on the judge: the graded score with the batch-mean baseline (measured against the
-    running baseline: the same outcome, and the running one's lag made the mean advantage
-    negative, the push-down that baseline 0 showed; openclaw-rl/README.md, "Reward signal").
-    The other methods: batch mean, sign, KL 0.5 to the base.
-
-    Combine starts its KL weight at 0.5 and steers it toward a batch KL of 0.08 with a 5-step
-    horizon (slime's adaptive KL). With the weight fixed at 0.5, one persona's preference moved the
-    policy to a batch KL of ~0.08 and passed while another stayed at ~0.02 and learned half as
-    much; the target holds every persona to the same budget (bench/RESULTS.md, "The KL budget").
-    Five steps, because a main-job run has ~45: a horizon of 10 could lower the weight by at most
-    a factor 0.4 in a whole run.
-
-    The length-only reward check (`--reward length`) exists to show that the verdict catches a
-    policy that games its reward, so its preset leaves the policy free to game it: baseline 0 and
-    no KL term. Under a batch-mean baseline the +/-1 length reward gives nothing to learn from
-    (nearly every reply is over 25 words, so every advantage is 0: measured, bench/HISTORY.md).
-    """
-    if reward == "length":
-        return DemoPreset(baseline="zero", rl_score="sign", kl_coef=0.0, lr=3e-4)
-    if method == "rl":
-        return DemoPreset(baseline="batch", rl_score="graded", kl_coef=0.5, lr=2e-4)
-    if method == "combine":
-        return DemoPreset(baseline="batch", rl_score="sign", kl_coef=0.5, lr=2e-4, kl_target=0.08, kl_horizon=5.0)
-    return DemoPreset(baseline="batch", rl_score="sign", kl_coef=0.5, lr=2e-4)
+def demo_preset(method: str | Method, reward: str = "judge") -> EmbeddedPreset:
+    """The main job's training defaults for one (method, reward): the method's `embedded` preset
+    (openclaw/methods/<method>.py states and explains them); a flag given on the command line wins."""
+    return LENGTH_REWARD_PRESET if reward == "length" else get_method(method).embedded
 
 
 def kl_flags(kl_coef: float, kl_target: float | None = None, kl_horizon: float | None = None) -> list[str]:
@@ -93,17 +48,19 @@ def kl_flags(kl_coef: float, kl_target: float | None = None, kl_horizon: float |
     return flags + (["--kl-loss-horizon", str(kl_horizon)] if kl_horizon is not None else [])
 
 
-def baseline_flags(method: str, batch_size: int, baseline: str) -> list[str]:
+def baseline_flags(method: str | Method, batch_size: int, baseline: str) -> list[str]:
     """How a rollout of `batch_size` live turns is grouped (see openclaw-rl's README):
     "batch" = one GRPO group, baseline = the batch's mean score; "zero" = baseline 0;
     "running" (binary RL) = a mean of past steps' scores carried across steps."""
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {BASELINES}, got {baseline!r}")
-    if method == "opd":  # the OPD advantage has no scalar baseline
+    m = get_method(method)
+    if not m.uses_score:  # an advantage without a scalar reward has no baseline
         return ["--rollout-batch-size", str(batch_size), "--n-samples-per-prompt", "1"]
+    if baseline not in m.baselines:
+        raise ValueError(f"baseline {baseline!r} is not {m.name}'s option: it takes {', '.join(m.baselines)} (the "
+                         "running baseline is binary RL's, openclaw-rl)")
     if baseline == "running":
-        if method != "rl":
-            raise ValueError(f"baseline 'running' is binary RL's (openclaw-rl) option, not {method}'s")
         return ["--rollout-batch-size", str(batch_size), "--n-samples-per-prompt", "1", "--disable-rewards-normalization",
                 "--openclaw-rl-baseline", "running"]
     if baseline == "zero":
@@ -111,29 +68,29 @@ def baseline_flags(method: str, batch_size: int, baseline: str) -> list[str]:
     return ["--rollout-batch-size", "1", "--n-samples-per-prompt", str(batch_size), "--disable-grpo-std-normalization"]
 
 
-def score_flags(method: str, rl_score: str) -> list[str]:
+def score_flags(method: str | Method, rl_score: str) -> list[str]:
     """Binary RL's reward (openclaw-rl, and combine's binary-RL half): the judge's sign or its graded
     score (`--openclaw-rl-score`)."""
     if rl_score not in RL_SCORES:
         raise ValueError(f"rl score must be one of {RL_SCORES}, got {rl_score!r}")
-    if method == "opd":
+    if not get_method(method).uses_score:
         if rl_score != "sign":
-            raise ValueError("the graded score is a binary-RL reward (openclaw-rl, openclaw-combine); opd has none")
+            raise ValueError(f"the graded score is a binary-RL reward; {get_method(method).name} has none")
         return []
     return ["--openclaw-rl-score", rl_score]
 
 
-def method_flags(method: str, *, model_path: str, engine_addr: str, buffer_dir: str, batch_size: int,
+def method_flags(method: str | Method, *, model_path: str, engine_addr: str, buffer_dir: str, batch_size: int,
                  lr: float, lora_rank: int, wait_timeout: float | None, extra: list[str] | None = None,
                  baseline: str = "batch", rl_score: str = "sign") -> list[str]:
     """Flags for slime's parse_config: one method on the embedded CPU preset (LoRA, external
     engine = the serving server, behaviour log-probs as the PPO denominator)."""
-    if method not in _METHOD_FLAGS:
-        raise ValueError(f"--method must be one of {METHODS}, got {method!r}")
+    m = get_method(method)  # a MethodError (a ValueError) names the known methods
+    named = ["--openclaw-method", method] if isinstance(method, str) and method.endswith(".py") else []
     flags = [
         "--hf-checkpoint", model_path, "--rollout-backend", "external", "--rollout-external-engine-addrs", engine_addr,
         "--data-source-path", "openclaw.bridge.BufferDataSource",
-        *_METHOD_FLAGS[method],
+        *m.plugin_flags(), *named,
         "--rl-buffer-dir", buffer_dir, "--buffer-min-batch", str(batch_size),
         *baseline_flags(method, batch_size, baseline), *score_flags(method, rl_score), "--num-rollout", "1000000",
         "--use-rollout-logprobs", "--rollout-temperature", "1.0",

@@ -168,7 +168,7 @@ def replay(run: RecordedRun, out: Path, *, steps: int, extra: list[str], threads
     print(f"replaying {run.folder} (seed {run.seed}) into {out}; starting the engine on {run.model_path}", flush=True)
     # one thread, as the main job's in-process engine: the teacher's log-probs come out the same
     engine = EngineProcess(model_path=run.model_path, log_path=out / "engine.log", extra_env={"OMP_NUM_THREADS": "1"},
-                           max_batch_size=48)
+                           engine_command="python -m openclaw.engines.serve", max_batch_size=48)
     engine.start()
     done: list[ReplayedStep] = []
     try:

@@ -1,8 +1,8 @@
 """The trainer of the demo: slime's training loop, in-process, in a background thread.
 
-The loop is the trainer's own (`slime.ray.driver`: `collect_rollout` -> `train_on` ->
-`finish_step`, the steps `slime/train.py` runs), brought up by `setup_local` without Ray so the
-demo fits in one process on two cores: one FSDP rank, the rollout manager over the serving
+The loop is the trainer's own (`slime.ray.loop.sync_step`: `collect_rollout` -> `train_on` ->
+`finish_step`, the step `slime/train.py` runs), brought up by `setup(where="local")` without Ray so
+the demo fits in one process on two cores: one FSDP rank, the rollout manager over the serving
 engine (`--rollout-backend external`), the method folders' plugins from the same flags as the
 launch scripts; weights reach the engine through its `/update_weights_from_disk` (pause, load,
 flush, continue), as in production. This module only adds what the demo needs around it: a
@@ -41,10 +41,10 @@ class BackgroundTrainer:
     """`start()` the loop; `pause()` (a context manager) holds it between steps, e.g. to evaluate."""
 
     def __init__(self, argv: list[str]) -> None:
-        from slime.ray.driver import setup_local
+        from slime.ray.setup import setup
         from slime.utils.arguments import parse_config
 
-        self.run = setup_local(parse_config(argv), echo_steps=False)  # the demo prints its own progress
+        self.run = setup(parse_config(argv), where="local", echo_steps=False)  # the demo prints its own progress
         # Kept past stop(): the demo evaluates the trained model after the loop has shut down.
         self._actor = self.run.train.actor
         self._data_source = self.run.rollout.m.data_source
@@ -84,23 +84,14 @@ class BackgroundTrainer:
     def step_once(self) -> StepRecord | None:
         """One step of the trainer's loop. None: no judged turns to train on yet (the rollout's
         --buffer-wait-timeout expired)."""
-        from slime.ray.driver import collect_rollout, finish_step
-        from slime.utils.metrics import StepTimer
+        from slime.ray.loop import sync_step
 
         run, rollout_id = self.run, self.run.start_rollout_id + len(self.state.steps)
-        timer = StepTimer()
-        try:
-            with timer("rollout"):
-                samples, metrics = collect_rollout(run, rollout_id)
-        except TimeoutError:
-            return None
+        step = sync_step(run, rollout_id, hold=self._lock, may_be_empty=True)
+        metrics, samples = step.metrics, step.samples
         self.state.skipped += int(sum(v for k, v in metrics.items() if k.startswith("rollout/buffer_skipped/")))
-        if not samples:
+        if not step.trained:
             return None
-        with self._lock:
-            with timer("train"):
-                metrics.update(run.train_on(rollout_id, samples))
-            finish_step(run, rollout_id, metrics, timer)
         rec = StepRecord(step=len(self.state.steps), samples=len(samples), weight_version=run.weights.version,
                          seconds=float(metrics.get("time/train", 0.0)) + float(metrics.get("time/weight_sync", 0.0)),
                          metrics={k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))},

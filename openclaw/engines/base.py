@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from operator import attrgetter
+from typing import Any, Literal, Protocol
 
 FinishType = Literal["stop", "length", "abort"]
 
@@ -25,6 +26,18 @@ class SamplingParams:
     skip_special_tokens: bool = True
     no_stop_trim: bool = False
     seed: int | None = None
+
+    def stop_and_seed(self, seed_key: str) -> dict[str, Any]:
+        """The stop strings, stop token ids and seed that are set, as an HTTP body carries them
+        (`seed_key`: SGLang calls the seed `sampling_seed`, vLLM `seed`)."""
+        out: dict[str, Any] = {}
+        if self.stop:
+            out["stop"] = list(self.stop)
+        if self.stop_token_ids:
+            out["stop_token_ids"] = list(self.stop_token_ids)
+        if self.seed is not None:
+            out[seed_key] = self.seed
+        return out
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,9 @@ class FinishReason:
 
 @dataclass(frozen=True)
 class GenerationResult:
+    """A finished request: its prompt, what it produced (with log-probs when asked for), why it
+    stopped, and the weight version it finished under."""
+
     request_id: str
     prompt_ids: tuple[int, ...]
     output_ids: tuple[int, ...]
@@ -112,3 +128,34 @@ class Engine(Protocol):
     def num_pending(self) -> int: ...
 
     async def shutdown(self) -> None: ...
+
+
+class EngineBase:
+    """What every engine answers alike: the protocol's read-only properties, from the fields it
+    sets in `__init__`, and the prompt checks it makes before its own. An engine overrides only
+    what it derives differently."""
+
+    _weight_version: int
+    _model_path: str
+    _tokenizer: Any  # a transformers tokenizer
+    _max_context_len: int
+
+    weight_version = property(attrgetter("_weight_version"))
+    model_path = property(attrgetter("_model_path"))
+    tokenizer = property(attrgetter("_tokenizer"))
+    max_context_len = property(attrgetter("_max_context_len"))
+
+    def _init_base(self, model_path: str, tokenizer: Any, max_context_len: int, weight_version: int = 0) -> None:
+        """Set the fields the protocol's properties read (each engine's `__init__` calls it first)."""
+        self._model_path = model_path
+        self._tokenizer = tokenizer
+        self._max_context_len = int(max_context_len)
+        self._weight_version = int(weight_version)
+
+    def check_prompt_fits(self, request: GenerationRequest) -> None:
+        """Raise ValueError for an empty prompt or one that leaves no room to generate."""
+        n = len(request.input_ids)
+        if n == 0:
+            raise ValueError("input_ids is empty")
+        if n >= self._max_context_len:
+            raise ValueError(f"prompt has {n} tokens; the model's context length is {self._max_context_len}")

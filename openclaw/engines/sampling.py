@@ -89,3 +89,13 @@ def sample_batch(logits: torch.Tensor, rows: list[RowSampling], want_logprobs: b
             tops = [tuple(zip(ids_l[i][:r.top_logprobs_num], vals_l[i][:r.top_logprobs_num], strict=True))
                     for i, r in enumerate(rows)]
     return SampleOutput(tokens=tokens, logprobs=logprobs, top_logprobs=tops)
+
+
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, chunk: int = 256) -> list[float]:
+    """log_softmax(logits[i])[targets[i]] in fp32, a chunk of positions at a time (a full
+    [L, vocab] fp32 log-softmax of a long prompt would double the memory of the logits)."""
+    out: list[float] = []
+    for i in range(0, logits.shape[0], chunk):
+        logp = torch.log_softmax(logits[i:i + chunk].float(), dim=-1)
+        out.extend(logp.gather(-1, targets[i:i + chunk].unsqueeze(-1)).squeeze(-1).tolist())
+    return out

@@ -20,8 +20,11 @@ import time
 from collections.abc import Iterator
 
 from fastapi import FastAPI
+from slime.utils.net import is_loopback
 
 from openclaw.engines.sglang_api import sglang_router
+from openclaw.httpapi.errors import install_error_handlers
+from openclaw.httpapi.middleware import APIKeyMiddleware, CrossSiteGuard
 
 
 def create_app(engine, host: str = "127.0.0.1", api_key: str | None = None) -> FastAPI:
@@ -32,10 +35,6 @@ def create_app(engine, host: str = "127.0.0.1", api_key: str | None = None) -> F
     With `api_key` every request but the health probes must present it (the trainer's engine
     client sends OPENCLAW_API_KEY).
     """
-    from openclaw.server.config import is_loopback
-    from openclaw.server.errors import install_error_handlers
-    from openclaw.server.middleware import APIKeyMiddleware, CrossSiteGuard
-
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         yield
@@ -104,7 +103,6 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     from openclaw.engines.hf_engine import HFEngine
-    from openclaw.server.config import is_loopback
 
     args = parse_args(argv)
     api_key = os.environ.get("OPENCLAW_API_KEY") or None
@@ -123,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                            prefix_cache_tokens=args.prefix_cache_tokens)
     print(f"openclaw engine ready: http://{args.host}:{args.port} model={engine.model_path} "
           f"dtype={args.dtype} device={engine.device} prefix_cache_tokens={args.prefix_cache_tokens}", flush=True)
-    from openclaw.server.runner import DEFAULT_HEADER_TIMEOUT, h11_with_header_timeout
+    from openclaw.httpapi.h11 import DEFAULT_HEADER_TIMEOUT, h11_with_header_timeout
 
     uvicorn.run(create_app(engine, args.host, api_key), host=args.host, port=args.port, log_level=args.log_level,
                 http=h11_with_header_timeout(DEFAULT_HEADER_TIMEOUT))  # slow request heads are dropped

@@ -19,7 +19,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -29,6 +29,7 @@ from openclaw.engines.base import GenerationRequest, GenerationResult, TokenEven
 from openclaw.engines.sglang_protocol import ProtocolError, meta_info, parse_sampling_params, result_to_sglang
 from openclaw.engines.textcheck import lone_surrogate_path
 from openclaw.engines.tokenizer_lock import tokenizer_lock
+from openclaw.httpapi.disconnect import unless_disconnected
 
 _GENERATE_KEYS = {"text", "input_ids", "sampling_params", "rid", "return_logprob", "logprob_start_len",
                   "top_logprobs_num", "return_text_in_logprobs", "stream", "prompt",
@@ -144,32 +145,6 @@ async def _maybe_await(value: Any) -> Any:
     return value
 
 
-async def _until_disconnect(request: Request) -> None:
-    """Returns when the HTTP client goes away (the body has been read already)."""
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
-
-
-async def _cancellable(request: Request, work: Awaitable[Any]) -> tuple[bool, Any]:
-    """Run `work`; cancel it if the client disconnects first. Returns (completed, value)."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_until_disconnect(request))
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watcher.cancel()
-    if not task.done():
-        task.cancel()
-        try:
-            await task
-        except (asyncio.CancelledError, Exception):  # noqa: BLE001 - the client is gone
-            pass
-        return False, None
-    return True, task.result()
-
-
 def sglang_router(engine) -> APIRouter:
     """FastAPI router with SGLang's native endpoints over `engine` (an `HFEngine`)."""
     router = APIRouter()
@@ -192,7 +167,7 @@ def sglang_router(engine) -> APIRouter:
             return await asyncio.gather(*(engine.generate(r) for r in reqs))
 
         try:
-            completed, results = await _cancellable(request, run_all())
+            completed, results = await unless_disconnected(request, run_all())
         except ValueError as exc:
             return _error(400, str(exc), "input_ids")
         if not completed:

@@ -25,7 +25,7 @@ from slime.rollout.sglang_command import (  # noqa: F401 - re-exported: the laun
     build_sglang_launch_command,
 )
 
-from openclaw.engines.base import FinishReason, GenerationRequest, GenerationResult, TokenEvent
+from openclaw.engines.base import EngineBase, FinishReason, GenerationRequest, GenerationResult, TokenEvent
 from openclaw.engines.sglang_client import SGLangClient, SGLangClientError
 from openclaw.engines.sglang_protocol import finish_reason_from_sglang, request_to_body, result_from_sglang
 from openclaw.proctree import stop_started_group
@@ -44,7 +44,7 @@ def _free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-class SGLangEngine:
+class SGLangEngine(EngineBase):
     """`Engine` over an SGLang-compatible HTTP server (SGLang, sglang_router, or our serve module)."""
 
     def __init__(self, base_url: str, *, tokenizer, model_path: str, max_context_len: int,
@@ -54,10 +54,7 @@ class SGLangEngine:
         # The server serves a model that takes images (SGLang's `has_image_understanding`): requests
         # may carry `image_data` (openclaw.server.multimodal decides per request).
         self.accepts_images = accepts_images
-        self._tokenizer = tokenizer
-        self._model_path = model_path
-        self._max_context_len = max_context_len
-        self._weight_version = weight_version
+        self._init_base(model_path, tokenizer, max_context_len, weight_version)
         self._process = process
         self.log_path = log_path
         self._timeout = timeout
@@ -142,22 +139,6 @@ class SGLangEngine:
 
     # ---- Engine protocol ----------------------------------------------------------------
     @property
-    def weight_version(self) -> int:
-        return self._weight_version
-
-    @property
-    def model_path(self) -> str:
-        return self._model_path
-
-    @property
-    def tokenizer(self):
-        return self._tokenizer
-
-    @property
-    def max_context_len(self) -> int:
-        return self._max_context_len
-
-    @property
     def is_paused(self) -> bool:
         return self._paused
 
@@ -178,11 +159,7 @@ class SGLangEngine:
         return client
 
     def validate(self, request: GenerationRequest) -> None:
-        n = len(request.input_ids)
-        if n == 0:
-            raise ValueError("input_ids is empty")
-        if n >= self._max_context_len:
-            raise ValueError(f"prompt has {n} tokens; the model's context length is {self._max_context_len}")
+        self.check_prompt_fits(request)
         if request.params.max_new_tokens < 0:
             raise ValueError("max_new_tokens must be >= 0")
         if request.image_data and not self.accepts_images:

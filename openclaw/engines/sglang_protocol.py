@@ -76,16 +76,9 @@ def parse_sampling_params(d: dict[str, Any] | None) -> SamplingParams:
 
 
 def sampling_params_to_dict(p: SamplingParams) -> dict[str, Any]:
-    out: dict[str, Any] = {"max_new_tokens": p.max_new_tokens, "temperature": p.temperature, "top_p": p.top_p,
-                           "top_k": p.top_k, "skip_special_tokens": p.skip_special_tokens,
-                           "no_stop_trim": p.no_stop_trim, "ignore_eos": p.ignore_eos}
-    if p.stop:
-        out["stop"] = list(p.stop)
-    if p.stop_token_ids:
-        out["stop_token_ids"] = list(p.stop_token_ids)
-    if p.seed is not None:
-        out["sampling_seed"] = p.seed
-    return out
+    return {"max_new_tokens": p.max_new_tokens, "temperature": p.temperature, "top_p": p.top_p,
+            "top_k": p.top_k, "skip_special_tokens": p.skip_special_tokens,
+            "no_stop_trim": p.no_stop_trim, "ignore_eos": p.ignore_eos, **p.stop_and_seed("sampling_seed")}
 
 
 def request_to_body(req: GenerationRequest, stream: bool = False) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from openclaw.engines.base import FinishReason, GenerationRequest, GenerationResult, TokenEvent
+from openclaw.engines.base import EngineBase, FinishReason, GenerationRequest, GenerationResult, TokenEvent
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ async def prompt_logprobs(sampling_client: Any, ids: list[int]) -> list[float | 
     return [None if i == 0 or x is None else float(x) for i, x in enumerate(lps)]
 
 
-class TinkerEngine:
+class TinkerEngine(EngineBase):
     """Serve a base model or a trained LoRA through a Tinker sampling client."""
 
     def __init__(self, service: Any, sampling_client: Any, base_model: str, tokenizer: Any,
@@ -72,9 +72,7 @@ class TinkerEngine:
         self._service = service
         self._sampling = sampling_client
         self._base_model = base_model
-        self._tokenizer = tokenizer
-        self._max_context_len = max_context_len
-        self._weight_version = weight_version
+        self._init_base(base_model, tokenizer, max_context_len, weight_version)
         self.sampler_path = sampler_path
         self._in_flight = 0
         self._running = asyncio.Event()
@@ -103,30 +101,14 @@ class TinkerEngine:
 
     # -- Engine protocol: properties ---------------------------------------------------------
     @property
-    def weight_version(self) -> int:
-        return self._weight_version
-
-    @property
     def model_path(self) -> str:
         return self.sampler_path or self._base_model
-
-    @property
-    def tokenizer(self) -> Any:
-        return self._tokenizer
-
-    @property
-    def max_context_len(self) -> int:
-        return self._max_context_len
 
     def num_pending(self) -> int:
         return self._in_flight
 
     def validate(self, request: GenerationRequest) -> None:
-        if not request.input_ids:
-            raise ValueError("input_ids is empty")
-        if len(request.input_ids) >= self._max_context_len:
-            raise ValueError(f"prompt has {len(request.input_ids)} tokens; the model's context length is "
-                             f"{self._max_context_len}")
+        self.check_prompt_fits(request)
         if request.top_logprobs_num:
             raise ValueError("top_logprobs is not supported with --backend tinker")
 

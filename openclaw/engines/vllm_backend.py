@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from openclaw.engines.base import FinishReason, GenerationRequest, GenerationResult, TokenEvent
+from openclaw.engines.base import EngineBase, FinishReason, GenerationRequest, GenerationResult, TokenEvent
 
 
 def completions_body(req: GenerationRequest, model: str, stream: bool) -> dict[str, Any]:
@@ -26,12 +26,7 @@ def completions_body(req: GenerationRequest, model: str, stream: bool) -> dict[s
                             "include_stop_str_in_output": p.no_stop_trim, "return_tokens_as_token_ids": True}
     if p.top_k > 0:
         body["top_k"] = p.top_k
-    if p.stop:
-        body["stop"] = list(p.stop)
-    if p.stop_token_ids:
-        body["stop_token_ids"] = list(p.stop_token_ids)
-    if p.seed is not None:
-        body["seed"] = p.seed
+    body.update(p.stop_and_seed("seed"))
     if req.return_logprob:
         body["logprobs"] = max(1, req.top_logprobs_num)
     return body
@@ -54,13 +49,12 @@ def _finish(choice: dict[str, Any]) -> FinishReason | None:
     return FinishReason("stop", choice.get("stop_reason"))
 
 
-class VLLMEngine:
+class VLLMEngine(EngineBase):
     def __init__(self, base_url: str, model: str, tokenizer, max_context_len: int, timeout: float = 600.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.served_model_name = model
-        self._model = model
-        self._tokenizer = tokenizer
-        self._max_context_len = max_context_len
+        # vLLM names a model by what it serves; its OpenAI server cannot swap weights (version 0)
+        self._init_base(model, tokenizer, max_context_len)
         self._timeout = timeout
         self._in_flight = 0
 
@@ -82,29 +76,11 @@ class VLLMEngine:
         ctx = int(card.get("max_model_len") or 4096)
         return cls(base, card["id"], tokenizer, ctx, timeout)
 
-    weight_version = 0
-
-    @property
-    def model_path(self) -> str:
-        return self._model
-
-    @property
-    def tokenizer(self):
-        return self._tokenizer
-
-    @property
-    def max_context_len(self) -> int:
-        return self._max_context_len
-
     def num_pending(self) -> int:
         return self._in_flight
 
     def validate(self, request: GenerationRequest) -> None:
-        if not request.input_ids:
-            raise ValueError("input_ids is empty")
-        if len(request.input_ids) >= self._max_context_len:
-            raise ValueError(f"prompt has {len(request.input_ids)} tokens; the model's context length is "
-                             f"{self._max_context_len}")
+        self.check_prompt_fits(request)
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[TokenEvent | GenerationResult]:
         self.validate(request)
@@ -116,7 +92,7 @@ class VLLMEngine:
         try:
             async with httpx.AsyncClient(base_url=self.base_url, timeout=self._timeout) as http:
                 async with http.stream("POST", "/v1/completions",
-                                       json=completions_body(request, self._model, True)) as resp:
+                                       json=completions_body(request, self._model_path, True)) as resp:
                     if resp.status_code != 200:
                         await resp.aread()
                         raise RuntimeError(f"vLLM /v1/completions -> HTTP {resp.status_code}: {resp.text[:500]}")

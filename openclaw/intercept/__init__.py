@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from openclaw.httpapi.config import ConfigError
 from openclaw.intercept.config import InterceptConfig, InterceptConfigError, add_intercept_args
 from openclaw.intercept.observer import InterceptObserver
 
@@ -21,10 +22,6 @@ def build_observer(config: Any) -> InterceptObserver:
             config = InterceptConfig.from_server_config(config)
         except InterceptConfigError as exc:
             # Shown by `python -m openclaw.server` as a one-line config error, not a traceback.
-            try:
-                from openclaw.server.config import ConfigError
-            except ImportError:  # pragma: no cover - the intercept used without the server
-                raise exc from None
             raise ConfigError(str(exc)) from exc
     return InterceptObserver(config)
 

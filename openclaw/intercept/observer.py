@@ -24,8 +24,8 @@ from openclaw.buffer import (
     TrajectoryBuffer,
     TurnRecord,
 )
+from openclaw.buffer.redact import KnownSecrets, Redactor, SessionSecrets
 from openclaw.intercept.config import InterceptConfig
-from openclaw.intercept.redact import KnownSecrets, Redactor, SessionSecrets
 from openclaw.intercept.sessions import SessionTracker
 from openclaw.intercept.writer import GroupCommitWriter
 

@@ -59,53 +59,55 @@ def _clip_tail(text: str, limit: int) -> str:
     return text if len(text) <= limit else "[truncated]...\n" + text[-limit:]
 
 
+def _message_line(m: dict) -> str:
+    content = m.get("content")
+    if isinstance(content, list):
+        content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return f"{m.get('role', '?')}: {content or ''}"
+
+
 def prompt_to_text(prompt: Any) -> str:
     """A chat prompt (list of messages) or plain string, as text for the judge."""
-    if prompt is None:
-        return ""
-    if isinstance(prompt, str):
-        return prompt
     if isinstance(prompt, list):
-        lines = []
-        for m in prompt:
-            if isinstance(m, dict):
-                content = m.get("content")
-                if isinstance(content, list):
-                    content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-                lines.append(f"{m.get('role', '?')}: {content or ''}")
-        return "\n".join(lines)
-    return str(prompt)
+        return "\n".join(_message_line(m) for m in prompt if isinstance(m, dict))
+    return "" if prompt is None else str(prompt)
+
+
+def _judge_messages(system: str, prompt: Any, reply_heading: str, response: str, what: str, next_state: str,
+                    ask: str) -> list[dict[str, str]]:
+    """The system prompt, then one user message: the conversation so far (if any), the reply under
+    `reply_heading`, the next state described as `what`, and the `ask`, each clipped to its limit."""
+    parts = []
+    context = prompt_to_text(prompt)
+    if context:
+        parts.append(f"## Conversation so far (context)\n{_clip_tail(context, MAX_PROMPT_CHARS)}")
+    parts.append(f"## {reply_heading}\n{_clip_head(response or '', MAX_RESPONSE_CHARS)}")
+    ns = next_state if (next_state or "").strip() else "(empty: nothing came back)"
+    parts.append(f"## Next state ({what})\n{_clip_tail(ns, MAX_NEXT_STATE_CHARS)}")
+    parts.append(ask)
+    return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
 def build_prm_messages(
     response: str, next_state: str, next_state_role: str | None = "user", prompt: Any = None
 ) -> list[dict[str, str]]:
     """Chat messages asking for a `\\boxed{1|-1|0}` verdict on the assistant's reply."""
-    role = normalize_role(next_state_role)
-    what, how = _ROLE_DESCRIPTIONS[role]
+    what, how = _ROLE_DESCRIPTIONS[normalize_role(next_state_role)]
     system = (
         "You are a process reward model. You grade one reply of an AI assistant by looking at what "
         f"happened next: {what}.\n{how}\n"
         "Think briefly, then end with exactly one verdict: \\boxed{1} (good), \\boxed{-1} (bad) or "
         "\\boxed{0} (no clear signal)."
     )
-    parts = []
-    context = prompt_to_text(prompt)
-    if context:
-        parts.append(f"## Conversation so far (context)\n{_clip_tail(context, MAX_PROMPT_CHARS)}")
-    parts.append(f"## Assistant reply being graded\n{_clip_head(response or '', MAX_RESPONSE_CHARS)}")
-    ns = next_state if (next_state or "").strip() else "(empty: nothing came back)"
-    parts.append(f"## Next state ({what})\n{_clip_tail(ns, MAX_NEXT_STATE_CHARS)}")
-    parts.append("Grade the assistant reply. End with \\boxed{1}, \\boxed{-1} or \\boxed{0}.")
-    return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
+    return _judge_messages(system, prompt, "Assistant reply being graded", response, what, next_state,
+                           "Grade the assistant reply. End with \\boxed{1}, \\boxed{-1} or \\boxed{0}.")
 
 
 def build_hint_messages(
     response: str, next_state: str, next_state_role: str | None = "user", prompt: Any = None
 ) -> list[dict[str, str]]:
     """Chat messages asking whether the next state carries hindsight worth a hint (OPD)."""
-    role = normalize_role(next_state_role)
-    what, _ = _ROLE_DESCRIPTIONS[role]
+    what = _ROLE_DESCRIPTIONS[normalize_role(next_state_role)][0]
     system = (
         "You help train an AI assistant from hindsight. Given the assistant's reply and what happened "
         f"next ({what}), decide whether the next state reveals information that would have let the "
@@ -114,12 +116,5 @@ def build_hint_messages(
         f"assistant, no more than 60 words) between {HINT_START} and {HINT_END}, then \\boxed{{1}}. "
         "If it does not (pure thanks, an unrelated new request, silence), write \\boxed{-1} and no hint."
     )
-    parts = []
-    context = prompt_to_text(prompt)
-    if context:
-        parts.append(f"## Conversation so far (context)\n{_clip_tail(context, MAX_PROMPT_CHARS)}")
-    parts.append(f"## Assistant reply\n{_clip_head(response or '', MAX_RESPONSE_CHARS)}")
-    ns = next_state if (next_state or "").strip() else "(empty: nothing came back)"
-    parts.append(f"## Next state ({what})\n{_clip_tail(ns, MAX_NEXT_STATE_CHARS)}")
-    parts.append(f"Answer with {HINT_START}...{HINT_END} and \\boxed{{1}}, or only \\boxed{{-1}}.")
-    return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
+    return _judge_messages(system, prompt, "Assistant reply", response, what, next_state,
+                           f"Answer with {HINT_START}...{HINT_END} and \\boxed{{1}}, or only \\boxed{{-1}}.")

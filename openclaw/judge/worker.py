@@ -21,6 +21,7 @@ from openclaw.judge.collapse import CollapseMonitor
 from openclaw.judge.config import JudgeConfig
 from openclaw.judge.schema import Judge, JudgeFailure, JudgeResult
 from openclaw.judge.turns import judgement_payload, no_next_state_result, to_input
+from openclaw.proctree import pid_exists
 
 log = logging.getLogger("openclaw.judge")
 
@@ -101,16 +102,6 @@ def _worker_pid(worker_id: str) -> int | None:
     return None
 
 
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # alive, owned by someone else
-    return True
-
-
 def release_dead_workers_claims(buffer: Any) -> int:
     """Give back the leases of judge workers whose process no longer exists on this host, so turns
     leased by a killed server are judged at restart instead of after the lease runs out. The buffer
@@ -118,7 +109,7 @@ def release_dead_workers_claims(buffer: Any) -> int:
     released = 0
     for owner in buffer.lease_owners():
         pid = _worker_pid(owner)
-        if pid is not None and pid != os.getpid() and not _process_alive(pid):
+        if pid is not None and pid != os.getpid() and not pid_exists(pid):
             released += buffer.release_claims(owner)
     return released
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-LIVE = ("openclaw-rl", "openclaw-opd", "openclaw-opd-topk", "openclaw-combine")
+from openclaw.methods import builtin_methods
+
+LIVE = tuple(r for m in builtin_methods().values() for r in m.recipes)  # rl, opd, opd-topk, combine
 TRACKS = ("terminal-rl", "toolcall-rl", "swe-rl", "gui-rl")
 ALL = LIVE + TRACKS
 SANDBOXED = ("terminal-rl", "toolcall-rl", "swe-rl")
@@ -34,6 +36,10 @@ class Name:
     secret: bool = False  # never printed: `***` in the plan
     recipes: tuple[str, ...] = ALL  # where it applies (elsewhere the plan notes it is not used)
     trains: str | None = None  # evaluation scripts: the script that trains
+
+    def applies(self, recipe: str, live: bool) -> bool:
+        """Whether this name is read by `recipe`; a method given by file reads what every live recipe reads."""
+        return recipe in self.recipes or (live and set(LIVE) <= set(self.recipes))
 
     @property
     def recipe(self) -> str | None:

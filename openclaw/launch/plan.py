@@ -22,10 +22,17 @@ from pathlib import Path
 
 from slime.utils.net import is_loopback
 
+from openclaw.launch.checks import (
+    check_backend,
+    check_judge_paths,
+    check_paths,
+    check_trainer,
+    check_user_trainer_flags,
+)
 from openclaw.launch.config_file import ConfigFile, config_path, read_config_file
 from openclaw.launch.layout import GpuLayout, plan_layout
 from openclaw.launch.model_presets import ModelPreset, find_preset
-from openclaw.launch.names import ENV, LAUNCHER_FLAGS, NAMES, SECRETS
+from openclaw.launch.names import ENV, LAUNCHER_FLAGS, SECRETS
 from openclaw.launch.page_env import batch_flags, read_page_env
 from openclaw.launch.recipes import (
     BRIDGE_DATA_SOURCE,
@@ -45,7 +52,6 @@ from openclaw.launch.routing import (
     judge_parser,
     route,
     server_parser,
-    take,
     trainer_parser,
     unique_flags,
 )
@@ -53,8 +59,6 @@ from openclaw.launch.settings import LaunchError, Settings, _flags, read_names
 
 LIVE_NUM_ROLLOUT = "1000000"  # a live run has no end: the trainer runs until stopped
 SECRET_ENV = tuple(sorted(SECRETS))
-# Server engines a live run can train with: the trained weights are pushed into the engine.
-LIVE_BACKENDS = ("hf", "sglang")
 
 
 @dataclass(frozen=True)
@@ -181,99 +185,6 @@ def _judge_settings(s: Settings, judge_argv: Sequence[str]) -> tuple[dict[str, o
     return shown, "CPU judge (embeddings + trained head)"
 
 
-def _is_path(value: str) -> bool:
-    """A model given as a path (as the server reads it); anything else may be a hub id."""
-    return value.startswith(("/", ".", "~"))
-
-
-def _check_paths(s: Settings, recipe: Recipe, elsewhere: bool) -> list[str]:
-    """Every path a setting names exists, or the launch stops before anything starts, naming it.
-    `elsewhere`: a dry run planning for GPUs this machine lacks (NUM_GPUS), where the models are on the
-    GPU machine: a missing model folder is a note there. Returns the notes."""
-    def missing(name: str, value: str) -> LaunchError:
-        return LaunchError(f"{s.shown(name, value)} does not exist")
-
-    notes = []
-    for name in ("MODEL_PATH", "PRM_MODEL_PATH"):
-        value = s.values.get(name)
-        if value and _is_path(value) and not Path(value).expanduser().exists():
-            if not elsewhere:
-                raise missing(name, value)
-            notes.append(f"note: {s.shown(name, value)} is not on this machine (a dry run for NUM_GPUS GPUs: "
-                         "planned anyway; the launch on the GPU machine checks it)")
-    if s.resume_ckpt is not None and not s.resume_ckpt.exists():
-        raise missing("RESUME_CKPT", str(s.resume_ckpt))
-    if recipe.kind == "live":
-        for item in (s.data_path or "").split():
-            if not Path(s.abspath(item)).exists():
-                raise LaunchError(f"{s.shown('DATA_PATH', s.data_path or '')}: {item} does not exist (session files "
-                                  "or folders of them, imported into the buffer)")
-    return notes
-
-
-def _check_judge_paths(judge_args: Sequence[str]) -> None:
-    """Paths given to the judge on the command line: a missing one would stop it after the server started."""
-    for i, tok in enumerate(judge_args):
-        flag, eq, value = tok.partition("=")
-        value = value if eq else (judge_args[i + 1] if i + 1 < len(judge_args) else "")
-        if flag in ("--prm-model-path", "--judge-model-path") and _is_path(value) and not Path(value).exists():
-            raise LaunchError(f"{flag} {value} does not exist")
-        file = value.split(":", 1)[0]
-        if flag == "--custom-rm-path" and (file.endswith(".py") or _is_path(file)) and not Path(file).exists():
-            raise LaunchError(f"{flag} {value}: {file} does not exist (a file path ./x.py[:attr] or a module "
-                              "pkg.module[:attr])")
-
-
-def _check_backend(s: Settings, server_argv: Sequence[str]) -> None:
-    """The server's engine must take the trained weights (the trainer pushes each new version into it)."""
-    backend = next((server_argv[i + 1] for i in range(len(server_argv) - 2, -1, -1)
-                    if server_argv[i] == "--backend"), "hf")
-    if backend not in LIVE_BACKENDS:
-        raise LaunchError(f"--backend {backend}: live training pushes every new weight version into the serving "
-                          f"engine, and {backend}'s server cannot load them (no weight-update endpoint); use "
-                          "--backend hf (CPU) or --backend sglang (GPU), or serve with vLLM outside training")
-    if backend == "sglang" and s.num_gpus == 0 and "--engine-url" not in server_argv:
-        raise LaunchError("--backend sglang starts SGLang on a GPU, and there is none here (nvidia-smi -L lists "
-                          "none): use --backend hf, or attach to a running SGLang with --engine-url URL")
-
-
-def _user_trainer_flags(s: Settings, config: ConfigFile | None, routed: Routed) -> list[tuple[str, list[str]]]:
-    """The trainer flags the user gave, with where each came from."""
-    out = [(var, list(tokens)) for var, tokens in (("ROLLOUT_ARGS", s.rollout_args), ("OPTIMIZER_ARGS", s.optimizer_args),
-                                                    ("LORA_ARGS", s.lora_args), ("CKPT_ARGS", s.ckpt_args),
-                                                    ("EXTRA_ARGS", s.extra_args), ("METHOD_ARGS", s.method_args))
-           if tokens]
-    if config is not None:
-        out.append((f"--config {config.path}", config.trainer))
-    out.append(("the command line", routed.args(TRAINER)))
-    return out
-
-
-def _check_user_trainer_flags(s: Settings, recipe: Recipe, table: FlagTable, config: ConfigFile | None,
-                              routed: Routed) -> None:
-    """Refuse a trainer setting the run could not honour (names.py's refused flags for this recipe,
-    matched by setting, so every spelling counts); a --config given anywhere but the command line."""
-    refused = {table.dest(TRAINER, n.name): n for n in NAMES
-               if n.kind == "flag" and n.refused and recipe.name in n.recipes and (TRAINER, n.name) in table.dests}
-    for source, tokens in _user_trainer_flags(s, config, routed):
-        i = 0
-        while i < len(tokens):
-            if not tokens[i].startswith("--"):
-                i += 1  # the trainer's own parser names a stray word (_check_trainer)
-                continue
-            flag = tokens[i].partition("=")[0]
-            if flag == "--config":
-                raise LaunchError(f"--config in {source}: give the file on the run script's command line")
-            dest = table.dest(TRAINER, flag)
-            if dest in refused:
-                row = refused[dest]
-                raise LaunchError(f"{flag}{'' if flag == row.name else f' ({row.name})'} in {source} {row.refused}")
-            if dest == "rollout_num_engines" and s.num_gpus:
-                raise LaunchError(f"{flag} in {source}: on GPUs the trainer starts ROLLOUT_GPUS / "
-                                  "--rollout-num-gpus-per-engine engines; drop it")
-            _, i = take(tokens, i, table.option_nargs(flag))
-
-
 def _wandb(s: Settings, recipe: Recipe) -> tuple[list[str], dict[str, str], str | None]:
     """Weights & Biases for every recipe: any WANDB_* setting turns it on (WANDB_MODE=disabled turns it
     off). The key goes to the job's env only (wandb reads WANDB_API_KEY); flags show in `ps`.
@@ -317,7 +228,7 @@ def _unused_notes(s: Settings, recipe: Recipe, cpu_preset: bool) -> list[str]:
     notes = []
     for name in s.values:
         row = ENV.get(name)
-        if row is not None and recipe.name not in row.recipes:
+        if row is not None and not row.applies(recipe.name, recipe.kind == "live"):
             notes.append(f"note: {name} is not used by {recipe.name} (it applies to {', '.join(row.recipes)})")
     if s.values.get("CPU_PRESET_MODEL") and not cpu_preset:
         notes.append("note: CPU_PRESET_MODEL is not used: MODEL_PATH is set or a GPU is present")
@@ -350,7 +261,7 @@ def build_plan(recipe_name: str, argv: Sequence[str], env: Mapping[str, str], re
     found = s.num_gpus
     layout = plan_layout(s.get, found, bool(s.prm_model_path), s.dry_run)
     s = _replace(s, num_gpus=layout.total if layout else 0)
-    messages: list[str] = _check_paths(s, recipe, elsewhere=bool(layout and layout.total > found))
+    messages: list[str] = check_paths(s, recipe, elsewhere=bool(layout and layout.total > found))
     model_path = s.model_path
     cpu_preset = s.num_gpus == 0 and not model_path
     label = ""
@@ -378,7 +289,7 @@ def build_plan(recipe_name: str, argv: Sequence[str], env: Mapping[str, str], re
     # REWARD_ARGS (the second page's script variable: --custom-rm-path, --rm-checkpoint, --reward-aggregation)
     # holds flags of several components, so it is routed like the command line's flags (which come after it).
     routed = route([*s.reward_args, *argv], table, running, recipe.name)
-    _check_user_trainer_flags(s, recipe, table, config, routed)
+    check_user_trainer_flags(s, recipe, table, config, routed)
 
     launch_tag = uuid.uuid4().hex[:8]
     submission_id = f"{recipe.name}-{launch_tag}"
@@ -417,9 +328,9 @@ def build_plan(recipe_name: str, argv: Sequence[str], env: Mapping[str, str], re
     if server is not None:
         server.argv.extend([*page.server, *(config.server if config else []), *routed.args(SERVER)])
         server.argv[:] = unique_flags(server.argv, 3, SERVER, table)
-        _check_backend(s, server.argv)
+        check_backend(s, server.argv)
     if judge is not None:
-        _check_judge_paths(routed.args(JUDGE))
+        check_judge_paths(routed.args(JUDGE))
         judge.argv.extend([*page.judge, *routed.args(JUDGE)])
         judge.argv[:] = unique_flags(judge.argv, 3, JUDGE, table)
         judge_settings, judge_line = _judge_settings(s, judge.argv[3:])
@@ -451,7 +362,7 @@ def build_plan(recipe_name: str, argv: Sequence[str], env: Mapping[str, str], re
     job_env.update(page.job_env)
     details = [line for line in (_env_line(s, {**page.became, **batch_notes}), config.line() if config else None,
                                  wandb_line) if line]
-    _check_trainer(trainer)
+    check_trainer(trainer)
 
     ray_head, temp_dir = None, None
     if s.ray_address:
@@ -489,17 +400,6 @@ def _replace(s: Settings | Preset, **changes: object) -> Settings | Preset:
     from dataclasses import replace
 
     return replace(s, **changes)  # type: ignore[type-var]
-
-
-def _check_trainer(trainer: list[str]) -> None:
-    """Parse the trainer's command line with its own parser now, so a flag it refuses (from *_ARGS or
-    an env var) stops the launch before a server, judge or Ray head starts."""
-    from slime.utils.arguments import ConfigError, parse_config
-
-    try:
-        parse_config(trainer[trainer.index("slime/train.py") + 1:], env={})
-    except ConfigError as exc:
-        raise LaunchError(f"the trainer refuses its command line: {exc}") from None
 
 
 def _live(s: Settings, recipe: Recipe, method_args: list[str], job_env: dict[str, str], layout: GpuLayout | None,

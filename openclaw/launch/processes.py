@@ -19,6 +19,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from openclaw.proctree import pid_exists
+
 LAUNCH_ID_VAR = "OPENCLAW_LAUNCH_ID"
 
 
@@ -40,12 +42,8 @@ def tagged_pids(launch_id: str) -> list[int]:
 
 
 def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_exists(pid):
         return False
-    except PermissionError:
-        return True
     try:  # a zombie (exited, not yet reaped by its parent) is not running
         with open(f"/proc/{pid}/stat") as fh:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"

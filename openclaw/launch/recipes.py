@@ -4,10 +4,11 @@ A recipe is data plus one function: `trainer_args(settings)` returns the method'
 (plugins as FILE paths, `./folder/file.py:attr`, which slime's plugin loader resolves, so no
 PYTHONPATH lists folders), and `prepare` (tracks only) makes the prompt data before submitting.
 
-    live   (openclaw-rl, -opd, -combine): server + intercept + judge + trainer on the buffer
+    live   (openclaw-rl, -opd, -combine): server + intercept + judge + trainer on the buffer; each is
+           built from its method object (openclaw.methods), or from a method file given by path
     track  (terminal-rl, toolcall-rl):    trainer only; episodes run in the sandbox inside the job
 
-A new method or track adds an entry to RECIPES and a two-line run script; see README.md.
+A new method is one file in openclaw/methods (plus its plugins); a new track adds an entry to RECIPES.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from pathlib import Path
 
 from openclaw.launch.model_presets import ModelPreset
 from openclaw.launch.settings import LaunchError, Settings
+from openclaw.methods import Method, MethodError, Variant, builtin_methods, get_method
 
 # The buffer-to-trainer bridge is library code (openclaw.bridge): the trainer's data source.
 BRIDGE_DATA_SOURCE = "openclaw.bridge.BufferDataSource"
-RL_ROLLOUT = "openclaw-rl/openclaw_buffer_rollout.py:generate_rollout"
 
 
 @dataclass(frozen=True)
@@ -73,30 +74,27 @@ class Recipe:
 
 # ---- live methods -----------------------------------------------------------------------------
 
-def _rl(s: Settings, cpu: bool) -> list[str]:
-    # Live turns are single responses: each rollout's turns form one GRPO group (baseline = their
-    # mean score, openclaw-rl/README.md).
-    return ["--rollout-function-path", RL_ROLLOUT,
-            "--advantage-estimator", "grpo", "--disable-grpo-std-normalization", "--eps-clip", "0.2"]
+def _expand(flags: Sequence[str], s: Settings) -> list[str]:
+    """A method's flag values written `${NAME:-default}` take the launcher setting NAME when set."""
+    out = []
+    for flag in flags:
+        if flag.startswith("${") and flag.endswith("}") and ":-" in flag:
+            name, default = flag[2:-1].split(":-", 1)
+            flag = s.get(name) or default
+        out.append(flag)
+    return out
 
 
-def _opd(s: Settings, cpu: bool) -> list[str]:
-    return ["--rollout-function-path", "openclaw-opd/openclaw_opd_rollout.py:generate_rollout",
-            "--advantage-estimator", "on_policy_distillation", "--opd-kl-coef", "1.0", "--eps-clip", "0.2"]
+def live_recipe(method: Method, variant: Variant | None = None, from_file: str | None = None) -> Recipe:
+    """The launcher recipe of a personal-agent method (openclaw.methods): its plugins and trainer flags.
+    A method given by file (`from_file`) is named to the trainer, which has no built-in entry for it."""
+    def trainer_args(s: Settings, cpu: bool) -> list[str]:
+        plugins = method.plugin_flags(variant.loss if variant else None)[2:]  # the provider is Recipe.provider
+        named = ["--openclaw-method", from_file] if from_file else []
+        return [*plugins, *_expand(variant.flags if variant else method.trainer_flags, s), *named]
 
-
-def _opd_topk(s: Settings, cpu: bool) -> list[str]:
-    return ["--rollout-function-path", "openclaw-opd/openclaw_opd_rollout.py:generate_rollout",
-            "--advantage-estimator", "on_policy_distillation", "--opd-topk", s.get("OPD_TOPK") or "16",
-            "--custom-loss-function-path", "openclaw-opd/topk_distillation_loss.py:topk_distillation_loss"]
-
-
-def _combine(s: Settings, cpu: bool) -> list[str]:
-    # Weights: OPENCLAW_COMBINE_W_OPD / _W_RL are names.py passthroughs, given only when set, so
-    # the provider's default is the one default.
-    return ["--rollout-function-path", "openclaw-combine/openclaw_combine_rollout.py:generate_rollout",
-            "--custom-loss-function-path", "openclaw-combine/combine_loss.py:combine_loss",
-            "--advantage-estimator", "grpo", "--disable-grpo-std-normalization", "--eps-clip", "0.2"]
+    return Recipe(method.variant_recipe(variant), method.folder, "live", variant.summary if variant else method.summary, method.provider,
+                  trainer_args, ckpt_name=method.recipe if from_file else "")
 
 
 def live_preset(s: Settings, name: str, cpu_preset: bool, model_label: str = "", serving: str = "",
@@ -278,14 +276,7 @@ def _track_env(*names: str) -> Callable[[Settings], dict[str, str]]:
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
-    Recipe("openclaw-rl", "openclaw-rl", "live", "Binary RL (GRPO, judge score as reward)",
-           "openclaw-rl/openclaw_rl_args.py", _rl),
-    Recipe("openclaw-opd", "openclaw-opd", "live", "on-policy distillation from the hinted teacher",
-           "openclaw-opd/openclaw_opd_args.py", _opd),
-    Recipe("openclaw-opd-topk", "openclaw-opd", "live", "OPD, top-k distillation loss (OPD_TOPK)",
-           "openclaw-opd/openclaw_opd_args.py", _opd_topk),
-    Recipe("openclaw-combine", "openclaw-combine", "live", "Binary RL + OPD (recommended)",
-           "openclaw-combine/openclaw_combine_args.py", _combine),
+    *(live_recipe(m, v) for m in builtin_methods().values() for v in (None, *m.variants)),
     Recipe("terminal-rl", "terminal-rl", "track", "terminal agent in a bubblewrap sandbox",
            "terminal-rl/terminal_generate.py", _terminal,
            prepare=_terminal_prepare, job_env=_track_env("MAX_STEPS", "PARALLEL_ENVS"), env_type="terminal"),
@@ -306,10 +297,20 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
 
 
 def get_recipe(name: str) -> Recipe:
+    """A recipe by name, or a personal-agent method of one's own by the path of its file."""
+    if name.endswith(".py"):
+        try:
+            file = Path(name).resolve()  # the launcher runs in the repository root (repo_root)
+            # relative inside the checkout, so the trainer finds it in a Ray job's working dir too
+            shown = file.relative_to(Path.cwd()) if file.is_relative_to(Path.cwd()) else file
+            return live_recipe(get_method(name), from_file=str(shown))
+        except MethodError as exc:
+            raise LaunchError(str(exc)) from None
     try:
         return RECIPES[name]
     except KeyError:
-        raise LaunchError(f"unknown recipe {name!r}; known: {', '.join(sorted(RECIPES))}") from None
+        raise LaunchError(f"unknown recipe {name!r}; known: {', '.join(sorted(RECIPES))}, or a method file "
+                          "(.py defining METHOD = openclaw.methods.Method(...))") from None
 
 
 CPU_MODEL_LABELS = {"smollm2": "SmolLM2-135M-Instruct", "tiny": "a tiny random Qwen3 (CPU_PRESET_MODEL=tiny)"}

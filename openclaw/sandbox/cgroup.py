@@ -20,6 +20,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from openclaw.proctree import pid_exists
+
 _PREFIX = "openclaw-sbx-"
 
 
@@ -122,13 +124,7 @@ def _detect() -> tuple[_Layout | None, str]:
 
 
 def pid_is_dead(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return not pid_exists(pid)
 
 
 def owner_pid(name: str) -> int | None:

@@ -8,12 +8,17 @@ import sys
 from openclaw.server.config import ConfigError, parse_config
 
 
+def _error(message: object, code: int) -> int:
+    """Say why the server did not start, as argparse says it (program name, `error:`); return `code`."""
+    print(f"openclaw.server: error: {message}", file=sys.stderr)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         config = parse_config(argv)
     except ConfigError as exc:
-        print(f"openclaw.server: error: {exc}", file=sys.stderr)
-        return 2
+        return _error(exc, 2)
     logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Heavy imports after argument parsing so `--help` and config errors are instant.
     from openclaw.server.app import create_app
@@ -24,8 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app = create_app(config)
     except ConfigError as exc:
-        print(f"openclaw.server: error: {exc}", file=sys.stderr)
-        return 2
+        return _error(exc, 2)
     state = app.state.openclaw
 
     def on_ready(port: int) -> None:
@@ -36,8 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         serve_forever(app, config.host, config.port, config.log_level, on_ready=on_ready)
     except OSError as exc:
-        print(f"openclaw.server: error: cannot listen on {config.host}:{config.port}: {exc}", file=sys.stderr)
-        return 1
+        return _error(f"cannot listen on {config.host}:{config.port}: {exc}", 1)
     return 0
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from slime.utils.net import is_loopback
 
+from openclaw.httpapi.config import ConfigError
 from openclaw.intercept.config import InterceptConfig, InterceptConfigError, add_intercept_args
 from openclaw.judge.config import (
     NO_IN_PROCESS_JUDGE,
@@ -28,10 +29,6 @@ from openclaw.server.reasoning import REASONING_PARSERS, unknown_parser_message
 
 BACKENDS = ("hf", "sglang", "vllm", "tinker")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-
-
-class ConfigError(ValueError):
-    """A configuration the server refuses to start with (message is shown to the user)."""
 
 
 @dataclass(frozen=True)

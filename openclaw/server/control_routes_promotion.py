@@ -14,6 +14,7 @@ All routes sit behind the server's API-key middleware like every other route.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from openclaw.control.promotion import PromotionController, PromotionError, Vers
 from openclaw.control.retract import JournalView
 from openclaw.control.settings import ControlSettings
 from openclaw.server.errors import OpenAIError
+from openclaw.server.prompting import user_prompt_ids
 from openclaw.server.state import ServerState
 
 log = logging.getLogger("openclaw.server")
@@ -72,6 +74,7 @@ def promotion_router(state: ServerState, settings: ControlSettings | None = None
     if settings.gate:
         canary = Canary(settings.canary, engine.tokenizer, getattr(engine, "dtype", "float32"),
                         str(getattr(engine, "device", "cpu")), engine.base_model_path,
+                        prompt_ids=functools.partial(user_prompt_ids, engine.tokenizer),
                         rated_turns=lambda: rated_turns_from_buffer(buffer.get(), settings.canary.session_turns)
                         if buffer.get() is not None else [])
     controller = PromotionController(engine, VersionRegistry(settings.control_dir), canary, settings.gate,

@@ -232,3 +232,8 @@ def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], tools: list[di
             if mode.prefill:  # our own text (a tool call's opening), after the generation prompt's newline
                 ids += tokenizer.encode(mode.prefill, add_special_tokens=False)
     return RenderedPrompt(text=text, input_ids=ids, prefill=mode.prefill)
+
+
+def user_prompt_ids(tokenizer: Any, text: str) -> list[int]:
+    """One user message rendered as the server renders a chat turn (no tools)."""
+    return render_prompt(tokenizer, [{"role": "user", "content": text}], None, ToolMode(parse=False)).input_ids

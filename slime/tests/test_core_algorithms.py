@@ -249,21 +249,9 @@ def test_truncated_importance_sampling():
 # ---------------------------------------------------------------- default policy loss
 
 
-def _batch():
-    # sample 0: two tokens, ratios [1.5, 1.0], A = +1; sample 1: one token (second is padding), ratio .5, A = -1
-    old = torch.tensor([[-1.0, -2.0], [-1.0, -3.0]])
-    new = (old + torch.tensor([[LN15, 0.0], [-LN2, 0.0]])).requires_grad_(True)
-    return {
-        "log_probs": new,
-        "old_log_probs": old,
-        "advantages": torch.tensor([[1.0, 1.0], [-1.0, 0.0]]),
-        "loss_masks": torch.tensor([[1, 1], [1, 0]]),
-    }
-
-
-def test_policy_loss_hand_computed_and_gradient():
+def test_policy_loss_hand_computed_and_gradient(loss_batch):
     cfg = parse_config([]).algorithm  # eps_clip .2, no KL, no entropy
-    batch = _batch()
+    batch = loss_batch()
     loss, m = policy_loss(batch, config=cfg)
     # per-token pg: s0 [-1.2 (clipped), -1.0], s1 [.8 (clipped)]; sample means [-1.1, .8]; mean -0.15
     close(loss.detach(), -0.15)
@@ -276,9 +264,9 @@ def test_policy_loss_hand_computed_and_gradient():
     close(batch["log_probs"].grad, [[0.0, -0.25], [0.0, 0.0]])
 
 
-def test_policy_loss_per_token_kl_entropy_and_parts():
+def test_policy_loss_per_token_kl_entropy_and_parts(loss_batch):
     cfg = parse_config(["--use-kl-loss", "--kl-loss-coef", "0.1", "--entropy-coef", "0.01"]).algorithm
-    batch = _batch()
+    batch = loss_batch()
     batch["ref_log_probs"] = batch["old_log_probs"]
     batch["entropy"] = torch.tensor([[1.0, 1.0], [2.0, 0.0]])
     loss, m = policy_loss(batch, config=cfg)
@@ -287,17 +275,17 @@ def test_policy_loss_per_token_kl_entropy_and_parts():
     close(m["policy/entropy"], 1.5)  # sample means [1, 2]
     close(loss.detach(), -0.15 - 0.01 * 1.5 + 0.1 * kl)
     per_token = parse_config(["--calculate-per-token-loss"]).algorithm
-    loss_t, _ = policy_loss(_batch(), config=per_token)
+    loss_t, _ = policy_loss(loss_batch(), config=per_token)
     close(loss_t.detach(), (-1.2 - 1.0 + 0.8) / 3)
-    batch = _batch()
+    batch = loss_batch()
     batch["advantage_parts"] = {"binary": batch["advantages"], "opd": torch.zeros(2, 2)}
     _, m = policy_loss(batch, config=parse_config([]).algorithm)
     close(m["loss/binary"], -0.15)
     close(m["loss/opd"], 0.0)
 
 
-def test_policy_loss_with_tis_and_rollout_logprobs():
-    batch = _batch()
+def test_policy_loss_with_tis_and_rollout_logprobs(loss_batch):
+    batch = loss_batch()
     # engine log-probs: token (0,0) engine was less confident by 1 nat -> weight e capped to 2
     batch["rollout_log_probs"] = batch["old_log_probs"] - torch.tensor([[1.0, 0.0], [0.0, 0.0]])
     cfg = parse_config(["--use-tis"]).algorithm
@@ -308,30 +296,30 @@ def test_policy_loss_with_tis_and_rollout_logprobs():
     close(m["policy/train_rollout_logprob_abs_diff"], 0.25)
     # --use-rollout-logprobs takes the engine's numbers as the old policy
     cfg2 = parse_config(["--use-rollout-logprobs"]).algorithm
-    batch2 = _batch()
+    batch2 = loss_batch()
     batch2["rollout_log_probs"] = batch2["log_probs"].detach().clone()
     loss2, m2 = policy_loss(batch2, config=cfg2)
     close(loss2.detach(), (-1.0 + 1.0) / 2)  # ratio 1 everywhere: s0 mean -1, s1 +1
     close(m2["policy/clipfrac"], 0.0)
 
 
-def test_policy_loss_gspo_and_missing_keys():
+def test_policy_loss_gspo_and_missing_keys(loss_batch):
     cfg = parse_config(["--advantage-estimator", "gspo"]).algorithm
-    loss, m = policy_loss(_batch(), config=cfg)
+    loss, m = policy_loss(loss_batch(), config=cfg)
     # s0 seq ratio exp(ln1.5 / 2) = 1.2247 > 1.2 -> clipped -1.2 per token; s1 ratio .5, A=-1 -> .8
     close(loss.detach(), (-1.2 + 0.8) / 2)
-    batch = _batch()
+    batch = loss_batch()
     del batch["advantages"]
     with pytest.raises(KeyError, match="advantages"):
         policy_loss(batch, config=cfg)
     with pytest.raises(KeyError, match="ref_log_probs"):
-        policy_loss(_batch(), config=parse_config(["--use-kl-loss"]).algorithm)
+        policy_loss(loss_batch(), config=parse_config(["--use-kl-loss"]).algorithm)
 
 
-def test_policy_loss_entropy_from_logits():
+def test_policy_loss_entropy_from_logits(loss_batch):
     cfg = parse_config(["--entropy-coef", "0.5"]).algorithm
     logits = torch.zeros(2, 2, 4, requires_grad=True)  # uniform over 4 -> H = ln 4 everywhere
-    loss, m = policy_loss(_batch(), config=cfg, logits=logits)
+    loss, m = policy_loss(loss_batch(), config=cfg, logits=logits)
     close(m["policy/entropy"], math.log(4))
     close(loss.detach(), -0.15 - 0.5 * math.log(4))
 

@@ -91,20 +91,20 @@ def test_yaml_config_dashes_underscores_sections_and_cli_override(tmp_path):
     assert parse_config(["--config", str(yml)], env=NO_ENV).algorithm.rewards_normalization is False
 
 
-def test_yaml_errors(tmp_path):
+@pytest.mark.parametrize(("text", "message"), [
+    ("lora-rnak: 8\n", "did you mean --lora-rank"),
+    ("lora-rank: eight\n", "lora-rank"),
+    ("kl-loss-type: k9\n", "not one of"),
+    ("- a list\n", "mapping"),
+])
+def test_yaml_errors(tmp_path, text, message):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("lora-rnak: 8\n")
-    with pytest.raises(ConfigError, match="did you mean --lora-rank"):
+    bad.write_text(text)
+    with pytest.raises(ConfigError, match=message):
         parse_config(["--config", str(bad)], env=NO_ENV)
-    bad.write_text("lora-rank: eight\n")
-    with pytest.raises(ConfigError, match="lora-rank"):
-        parse_config(["--config", str(bad)], env=NO_ENV)
-    bad.write_text("kl-loss-type: k9\n")
-    with pytest.raises(ConfigError, match="not one of"):
-        parse_config(["--config", str(bad)], env=NO_ENV)
-    bad.write_text("- a list\n")
-    with pytest.raises(ConfigError, match="mapping"):
-        parse_config(["--config", str(bad)], env=NO_ENV)
+
+
+def test_a_missing_yaml_file_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         parse_config(["--config", str(tmp_path / "missing.yaml")], env=NO_ENV)
 

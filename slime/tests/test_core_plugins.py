@@ -36,18 +36,6 @@ def slime_method(monkeypatch):
     return "slime_method.plugins"
 
 
-def _batch():
-    old = torch.tensor([[-1.0, -2.0], [-1.0, -3.0]])
-    new = (old + torch.tensor([[LN15, 0.0], [-LN2, 0.0]])).requires_grad_(True)
-    return {
-        "log_probs": new,
-        "old_log_probs": old,
-        "advantages": torch.tensor([[1.0, 1.0], [-1.0, 0.0]]),
-        "loss_masks": torch.tensor([[1, 1], [1, 0]]),
-        "rewards": torch.tensor([1.0, 0.0]),
-    }
-
-
 # ---------------------------------------------------------------- locating
 
 
@@ -88,10 +76,10 @@ def test_missing_things_give_clear_errors(slime_method, tmp_path):
 # ---------------------------------------------------------------- loss
 
 
-def test_reference_custom_loss_runs_unchanged():
+def test_reference_custom_loss_runs_unchanged(loss_batch):
     cfg = parse_config([])
     loss_fn = load_loss_fn(str(REF / "custom_loss.py"), cfg)
-    batch = _batch()
+    batch = loss_batch()
     loss, metrics = loss_fn(batch, config=cfg, reducer=None)
     # masked tokens: (ratio, A) = (1.5, 1), (1, 1), (.5, -1); eps .2
     # -mean(min(rA, clip(r)A)) = -(1.2 + 1 - .8) / 3; KL: example default kl_coeff .01 * mean(log r)
@@ -104,23 +92,23 @@ def test_reference_custom_loss_runs_unchanged():
     torch.testing.assert_close(g, torch.tensor([[0.01 / 3, -1 / 3 + 0.01 / 3], [0.01 / 3, 0.0]]), atol=1e-6, rtol=0)
 
 
-def test_reference_custom_loss_receives_clip_and_kl_from_flags():
+def test_reference_custom_loss_receives_clip_and_kl_from_flags(loss_batch):
     cfg = parse_config(["--eps-clip", "0.3", "--use-kl-loss", "--kl-loss-coef", "0.1"])
     loss_fn = load_loss_fn(str(REF / "custom_loss.py"), cfg)
-    loss, _ = loss_fn(_batch(), config=cfg, reducer=None)
+    loss, _ = loss_fn(loss_batch(), config=cfg, reducer=None)
     assert loss.item() == pytest.approx(-(1.3 + 1 - 0.7) / 3 + 0.1 * (LN15 - LN2) / 3, abs=1e-6)
     with pytest.raises(KeyError, match="rewards"):
-        batch = _batch()
+        batch = loss_batch()
         del batch["rewards"]
         loss_fn(batch, config=cfg, reducer=None)
 
 
-def test_slime_custom_loss_with_extra_args(slime_method):
+def test_slime_custom_loss_with_extra_args(loss_batch, slime_method):
     cfg = parse_config(["--extra-args-provider-path", slime_method, "--custom-scale", "2"])
     assert cfg.extras["custom_scale"] == 2.0
     from slime.algorithms import make_reducer
 
-    batch = _batch()
+    batch = loss_batch()
     loss_fn = load_loss_fn(f"{slime_method}.custom_loss", cfg)
     loss, metrics = loss_fn(batch, config=cfg, reducer=make_reducer(batch["loss_masks"]))
     # -A*logp per token: s0 [-(-1+ln1.5), -(-2)] mean (1 - .405465 + 2)/2; s1 [-(1)(... )]: A=-1 -> logp = -1 - ln2
@@ -130,13 +118,13 @@ def test_slime_custom_loss_with_extra_args(slime_method):
     assert "loss/custom_pg" in metrics and "loss/total" in metrics
 
 
-def test_bad_loss_signature_and_bad_return(slime_method):
+def test_bad_loss_signature_and_bad_return(loss_batch, slime_method):
     cfg = parse_config([])
     with pytest.raises(PluginError, match="fits no custom-loss contract"):
         load_loss_fn(f"{slime_method}.bad_loss", cfg)
     bad_return = adapt_loss(lambda args, batch, logits, reduce: torch.ones(3), cfg)
     with pytest.raises(PluginError, match="scalar loss"):
-        bad_return(_batch(), config=cfg, reducer=None)
+        bad_return(loss_batch(), config=cfg, reducer=None)
 
 
 # ---------------------------------------------------------------- reward
@@ -226,26 +214,26 @@ def test_rollout_and_filter(slime_method):
     assert keep([Sample(reward=1.0), Sample(reward=1.0)]) is False
 
 
-def test_loaders_accept_slime_args_namespace():
+def test_loaders_accept_slime_args_namespace(loss_batch):
     """The runtime passes slime's flat `args` (with private caches on it) instead of a TrainConfig."""
     ns = parse_config(["--eps-clip", "0.3"]).to_namespace()
     ns._plugin_cache = {"x": object()}
     loss_fn = load_loss_fn(str(REF / "custom_loss.py"), ns)
-    loss, _ = loss_fn(_batch(), config=ns, reducer=None)
+    loss, _ = loss_fn(loss_batch(), config=ns, reducer=None)
     assert loss.item() == pytest.approx(-(1.3 + 1 - 0.7) / 3 + 0.01 * (LN15 - LN2) / 3, abs=1e-6)
     from slime.utils.plugins import reference_loss_config
 
     assert "_plugin_cache" not in reference_loss_config(ns)
 
 
-def test_reference_loss_weighted_by_micro_batch_share():
+def test_reference_loss_weighted_by_micro_batch_share(loss_batch):
     """Under gradient accumulation the runtime sums micro-batch losses: the reference loss (a
     per-micro-batch mean) is scaled by the micro-batch's share of the global batch."""
     from slime.algorithms import make_reducer
 
     cfg = parse_config([])
     loss_fn = load_loss_fn(str(REF / "custom_loss.py"), cfg)
-    batch = _batch()
+    batch = loss_batch()
     full, _ = loss_fn(batch, config=cfg, reducer=make_reducer(batch["loss_masks"]))
     half, metrics = loss_fn(batch, config=cfg, reducer=make_reducer(batch["loss_masks"], num_samples=4))
     assert half.item() == pytest.approx(full.item() / 2, abs=1e-7)  # 2 of the step's 4 samples

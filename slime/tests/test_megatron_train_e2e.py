@@ -36,7 +36,7 @@ def _metrics(log_dir: Path) -> list[dict]:
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_train_py_megatron_tp2_sync_save_resume(tmp_path, tiny_model_path):
+def test_train_py_megatron_tp2_sync_save_resume(tmp_path, tiny_model_path, engine_command):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"input": f"Question {i}: write something.", "label": "x"}) + "\n"
                                for i in range(32)))
@@ -47,7 +47,8 @@ def test_train_py_megatron_tp2_sync_save_resume(tmp_path, tiny_model_path):
              "--hf-checkpoint", str(tiny_model_path), "--prompt-data", str(prompts), "--custom-rm-path", str(rm),
              "--rollout-batch-size", "4", "--n-samples-per-prompt", "4", "--rollout-max-response-len", "8",
              "--rollout-top-k", "8", "--lr", "5e-3", "--use-dynamic-batch-size", "--max-tokens-per-gpu", "4096",
-             "--log-dir", str(logs), "--no-progress-bar", "--save", str(save), "--save-interval", "1"]
+             "--log-dir", str(logs), "--no-progress-bar", "--save", str(save), "--save-interval", "1",
+             "--rollout-engine-command", engine_command]
     first = _run(flags + ["--num-rollout", "2"])
     assert first.returncode == 0, first.stderr[-4000:]
     state = torch.load(save / "checkpoint-latest" / "trainer_state" / "rank_1.pt", weights_only=False)

@@ -24,11 +24,11 @@ def _engine_response_log_probs(client, tokens: list[int], response_length: int) 
     return [float(e[0]) for e in lps[len(tokens) - response_length :]]
 
 
-def test_tp2_step_matches_fsdp_and_syncs_to_embedded_engine(tmp_path, tiny_model_path):
+def test_tp2_step_matches_fsdp_and_syncs_to_embedded_engine(tmp_path, tiny_model_path, engine_command):
     from slime.ray.engine_process import EngineProcess
     from slime.rollout.sglang_client import SyncSGLangClient
 
-    engine = EngineProcess(model_path=str(tiny_model_path), log_path=tmp_path / "engine.log")
+    engine = EngineProcess(model_path=str(tiny_model_path), log_path=tmp_path / "engine.log", engine_command=engine_command)
     engine.start(timeout_s=180)
     try:
         # TP=2 over gloo: log-probs == HF (1e-4), GRPO step == FSDP step, then weight push

@@ -51,8 +51,8 @@ def _metrics(tmp: Path) -> list[dict]:
     return [json.loads(x) for x in (tmp / "logs" / "metrics.jsonl").read_text().splitlines() if x.strip()]
 
 
-def test_torchrun_two_ranks_two_grpo_steps_and_a_checkpoint(tmp_path, tiny_model_path):
-    res = _torchrun(tmp_path, tiny_model_path, "--num-rollout", "2")
+def test_torchrun_two_ranks_two_grpo_steps_and_a_checkpoint(tmp_path, tiny_model_path, engine_command):
+    res = _torchrun(tmp_path, tiny_model_path, "--rollout-engine-command", engine_command, "--num-rollout", "2")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     rows = _metrics(tmp_path)
     assert [r["step"] for r in rows] == [0, 1]
@@ -75,10 +75,20 @@ def test_outside_torchrun_it_says_how_to_start_it(tmp_path):
     assert res.returncode == 2 and "start this with torchrun" in res.stderr
 
 
+def test_without_an_engine_program_every_rank_refuses_before_starting(tmp_path, tiny_model_path):
+    """The embedded engines need --rollout-engine-command (slime ships no engine): each rank says so and
+    stops, none waits for a peer that already left."""
+    res = _torchrun(tmp_path, tiny_model_path, "--num-rollout", "1")
+    assert res.returncode != 0
+    assert (res.stdout + res.stderr).count("error: --rollout-engine-command is not set") == 2
+    assert not (tmp_path / "logs" / "metrics.jsonl").exists()
+
+
 @pytest.mark.slow
-def test_torchrun_resumes_from_its_checkpoint(tmp_path, tiny_model_path):
-    assert _torchrun(tmp_path, tiny_model_path, "--num-rollout", "1").returncode == 0
-    res = _torchrun(tmp_path, tiny_model_path, "--num-rollout", "2", "--load", str(tmp_path / "ckpt"))
+def test_torchrun_resumes_from_its_checkpoint(tmp_path, tiny_model_path, engine_command):
+    engine = ("--rollout-engine-command", engine_command)
+    assert _torchrun(tmp_path, tiny_model_path, *engine, "--num-rollout", "1").returncode == 0
+    res = _torchrun(tmp_path, tiny_model_path, *engine, "--num-rollout", "2", "--load", str(tmp_path / "ckpt"))
     assert res.returncode == 0, res.stderr[-3000:]
     assert [r["step"] for r in _metrics(tmp_path)] == [0, 1]  # step 0 from the first run, step 1 resumed
     assert (tmp_path / "ckpt" / "checkpoint-latest").resolve().name == "checkpoint-1"

@@ -133,7 +133,7 @@ def opd_advantages(
 
     Positive where the (hint-augmented) teacher finds the sampled token more likely than the
     policy did. With ``scalar_advantages`` ([B] or [B, T], e.g. GRPO's), returns the combined
-    signal ``scalar_coef * scalar + opd_coef * (teacher - old)`` (OpenClaw's combine method).
+    signal ``scalar_coef * scalar + opd_coef * (teacher - old)`` (a method that combines a judged reward with distillation).
     """
     m = mask.float()
     token = (teacher_log_probs.float() - old_log_probs.float()) * m

@@ -39,6 +39,15 @@ def _require(batch: Mapping[str, Any], key: str, why: str) -> torch.Tensor:
     return value
 
 
+def _loss_inputs(batch: Mapping[str, Any], config: Any,
+                 reducer: Reducer | None) -> tuple[Any, torch.Tensor, Reducer]:
+    """The algorithm settings, the response mask, and the reducer (the given one, else one over the
+    mask, per token with --calculate-per-token-loss)."""
+    a = algo_view(config)
+    mask = _require(batch, "loss_masks", "response mask").float()
+    return a, mask, reducer or make_reducer(mask, per_token=bool(getattr(a, "calculate_per_token_loss", False)))
+
+
 def policy_loss(
     batch: Mapping[str, Any],
     *,
@@ -48,11 +57,9 @@ def policy_loss(
 ) -> tuple[torch.Tensor, Metrics]:
     """PPO/GRPO/GSPO policy loss with optional TIS, KL loss and entropy bonus (slime's
     ``policy_loss_function``): loss = pg - entropy_coef * H + kl_loss_coef * KL."""
-    a = algo_view(config)
-    mask = _require(batch, "loss_masks", "response mask").float()
+    a, mask, reduce = _loss_inputs(batch, config, reducer)
     log_probs = _require(batch, "log_probs", "current policy log-probs")
     advantages = _require(batch, "advantages", "compute them with slime.algorithms.compute_advantages").float()
-    reduce = reducer or make_reducer(mask, per_token=bool(getattr(a, "calculate_per_token_loss", False)))
 
     rollout_log_probs = batch.get("rollout_log_probs")
     if getattr(a, "use_rollout_logprobs", False):
@@ -117,17 +124,10 @@ def policy_loss(
     return loss, metrics
 
 
-def sft_loss(
-    batch: Mapping[str, Any],
-    *,
-    config: Any,
-    reducer: Reducer | None = None,
-    logits: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, Metrics]:
+def sft_loss(batch: Mapping[str, Any], *, config: Any, reducer: Reducer | None = None,
+             logits: torch.Tensor | None = None) -> tuple[torch.Tensor, Metrics]:
     """Negative log-likelihood of the response tokens (``--loss-type sft_loss``)."""
-    a = algo_view(config)
-    mask = _require(batch, "loss_masks", "response mask").float()
-    reduce = reducer or make_reducer(mask, per_token=bool(getattr(a, "calculate_per_token_loss", False)))
+    _, _, reduce = _loss_inputs(batch, config, reducer)
     loss = -reduce(_require(batch, "log_probs", "current policy log-probs").float())
     return loss, {"loss/total": loss.detach(), "loss/sft": loss.detach()}
 

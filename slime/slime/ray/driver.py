@@ -1,14 +1,13 @@
-"""The one training loop's parts, shared by train.py, train_async.py and in-process jobs.
-
-Bring a run up (`setup`: Ray, placement, rollout manager, train group, resume; `setup_local`:
-the same parts in this process, against engines that are already serving), then per rollout:
+"""The one training loop's parts: the run (`Run`), its rollout manager (`RolloutManagerActor`) and
+the loop's steps, shared by every way of running it (`slime.ray.setup.setup` brings a run up,
+`slime.ray.loop` runs it). Per rollout:
 
     samples, metrics = collect_rollout(run, rollout_id)     # rollout + its data-source state
     metrics.update(run.train_on(rollout_id, samples))       # train
     finish_step(run, rollout_id, metrics, timer)            # push weights, report, save, evaluate, log (when due)
 
-and `run.shutdown()` tears down what was started. The rollout manager is a Ray actor in `setup`
-and a plain object in `setup_local`; `call`/`resolve` hide the difference.
+and `run.shutdown()` tears down what was started. The rollout manager is a Ray actor on Ray and a
+plain object in an in-process run; `call`/`resolve` hide the difference.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +26,6 @@ from slime.utils.checkpoint import (
     CheckpointMeta,
     begin_checkpoint,
     commit_checkpoint,
-    load_meta,
-    resolve_checkpoint,
 )
 from slime.utils.types import Sample
 from slime.utils.weight_sync import WeightVersions
@@ -229,7 +225,7 @@ class Run:
             self.train.shutdown()
             self.train = None
         if self.rollout is not None and not hasattr(self.rollout.shutdown, "remote"):
-            self.rollout.shutdown()  # in-process (setup_local)
+            self.rollout.shutdown()  # in-process (no Ray)
             self.rollout = None
         if self.rollout is not None:
             try:
@@ -272,113 +268,6 @@ def needs_cross_node_sync(trainer_node_id: str, rollout_node_id: str, shared_sto
     return trainer_node_id != rollout_node_id and not shared_storage
 
 
-def _resolve_model(cfg: Any) -> Any:
-    # slime knows no default model (the runtime's launcher resolves one and passes it)
-    if not cfg.rollout.hf_checkpoint:
-        raise ValueError("no model: pass --hf-checkpoint (an HF model folder or hub id)")
-    return cfg
-
-
-def setup(cfg: Any) -> Run:
-    """Bring up every part of a run; on failure, tear down what was started."""
-    from slime.ray.actor_group import RayTrainGroup
-    from slime.ray.placement_group import check_placement_resources, create_placement, resource_request
-    from slime.rollout.sglang_client import engine_api_key
-
-    cfg = absolutize(_resolve_model(cfg))
-    args = cfg.to_namespace()
-    ckpt = resolve_checkpoint(cfg.checkpoint.load) if cfg.checkpoint.load else None
-    if cfg.checkpoint.load and ckpt is None:
-        log.warning("--load %s holds no checkpoint yet: starting from scratch", cfg.checkpoint.load)
-    meta = load_meta(ckpt) if ckpt else None
-    model_path = str(ckpt) if ckpt else cfg.rollout.hf_checkpoint
-    start = meta.rollout_id + 1 if meta else int(cfg.data.start_rollout_id or 0)
-    if cfg.cluster.weight_sync_shared_storage and not os.environ.get("SLIME_WEIGHT_SYNC_DIR"):
-        raise ValueError("--weight-sync-shared-storage: set SLIME_WEIGHT_SYNC_DIR to the shared folder (every "
-                         "node must see it at the same path); without it the folders go to this node's /tmp")
-    init_ray(cfg)
-    check_placement_resources(args, ray.nodes())
-    # weight-sync folders: a private temp dir (on the engines' node), $SLIME_WEIGHT_SYNC_DIR if set
-    sync_parent = os.environ.get("SLIME_WEIGHT_SYNC_DIR")
-    if sync_parent:
-        Path(sync_parent).mkdir(parents=True, exist_ok=True)
-    sync_root = Path(tempfile.mkdtemp(prefix="slime-weights-", dir=sync_parent))
-    run = Run(cfg=cfg, args=args, model_path=model_path, start_rollout_id=start, num_rollout=0,
-              weights=WeightVersions(root=sync_root, version=meta.weight_version if meta else 0,
-                                     interval=cfg.rollout.update_weights_interval),
-              sync_root=sync_root)
-    if meta:
-        run.trained_indices = from_ranges(meta.extra.get("trained_sample_ranges", []))
-    try:
-        debug = cfg.debug
-        need_engines = not debug.debug_train_only
-        if not debug.debug_rollout_only:
-            run.placement = create_placement(args)
-        use_gpu = bool(run.placement and run.placement.use_gpu)
-        if not debug.debug_rollout_only:
-            run.train = RayTrainGroup(cfg, run.placement, model_path=model_path,
-                                      trainer_state_dir=str(ckpt) if ckpt else None)
-        options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 2}
-        if use_gpu and run.placement.rollout_bundles:  # disaggregated: the engines' own GPUs
-            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-            options.update(num_gpus=run.placement.rollout_gpus, scheduling_strategy=PlacementGroupSchedulingStrategy(
-                placement_group=run.placement.pg, placement_group_bundle_index=run.placement.rollout_bundles[0]))
-        elif cfg.cluster.rollout_resources:  # (in the bundle case the bundle holds it)
-            options["resources"] = resource_request(cfg.cluster.rollout_resources)
-        # By argument, not runtime_env: an actor's env vars are shown by Ray's dashboard and state API.
-        run.rollout = ray.remote(RolloutManagerActor).options(**options).remote(
-            cfg, model_path, use_gpu, cfg.logging.log_dir, meta.data_source if meta else None, run.weights.version,
-            meta.consumer_positions if meta else None, engine_api_key())
-        if need_engines:
-            gpu_ids = run.train.gpu_ids() if (use_gpu and cfg.cluster.colocate and run.train) else None
-            ray.get(run.rollout.start_engines.remote(gpu_ids))
-        rollout_node = ray.get(run.rollout.node_info.remote())
-        trainer_node = run.train.rank0_node() if run.train is not None else None
-        if trainer_node is not None:
-            run.weights_cross_node = needs_cross_node_sync(trainer_node["node_id"], rollout_node["node_id"],
-                                                           cfg.cluster.weight_sync_shared_storage)
-        continue_numbering(run)
-        run.num_rollout = _num_rollout(cfg, ray.get(run.rollout.num_prompts.remote()))
-        run.logger = make_logger(cfg, run.num_rollout, start)
-        log_layout(run, rollout_node, trainer_node)
-    except BaseException:
-        run.shutdown()
-        raise
-    return run
-
-
-def setup_local(cfg: Any, *, echo_steps: bool = True) -> Run:
-    """The parts of `setup` in this process, without Ray: one training rank (`LocalTrainGroup`)
-    and the rollout manager as a plain object, over already-running engines (`--rollout-backend
-    external`). For a job whose engine lives next to the trainer (the runtime's demo)."""
-    from slime.ray.local_group import LocalTrainGroup
-
-    cfg = absolutize(_resolve_model(cfg))
-    if cfg.cluster.rollout_backend != "external":
-        raise ValueError("an in-process run trains against engines that are already serving: "
-                         "pass --rollout-backend external --rollout-external-engine-addrs HOST:PORT")
-    if cfg.checkpoint.load:
-        raise ValueError("an in-process run does not resume (--load): use slime/train.py")
-    sync_root = Path(tempfile.mkdtemp(prefix="slime-weights-", dir=os.environ.get("SLIME_WEIGHT_SYNC_DIR")))
-    model_path = cfg.rollout.hf_checkpoint
-    run = Run(cfg=cfg, args=cfg.to_namespace(), model_path=model_path, start_rollout_id=int(cfg.data.start_rollout_id or 0),
-              num_rollout=0, weights=WeightVersions(root=sync_root, interval=cfg.rollout.update_weights_interval),
-              sync_root=sync_root)
-    try:
-        run.train = LocalTrainGroup(cfg, model_path=model_path)
-        run.rollout = RolloutManagerActor(cfg, model_path, False, cfg.logging.log_dir, None, 0)
-        run.rollout.start_engines()
-        run.args = run.rollout.m.args  # the manager's view carries the engine URLs the plugins read
-        continue_numbering(run)
-        run.num_rollout = _num_rollout(cfg, run.rollout.num_prompts())
-        run.logger = make_logger(cfg, run.num_rollout, run.start_rollout_id, echo=echo_steps)
-    except BaseException:
-        run.shutdown()
-        raise
-    return run
-
-
 def log_layout(run: Run, rollout_node: dict[str, Any], trainer_node: dict[str, Any] | None) -> None:
     """Where the parts of the run landed and how weights will travel (training.log)."""
     urls = resolve(call(run.rollout, "engine_urls"))
@@ -399,14 +288,6 @@ def continue_numbering(run: Run) -> None:
     if floor > run.weights.version:
         log.info("weight versions continue after %d (the highest already in use)", floor)
         run.weights.version = floor
-
-
-def _num_rollout(cfg: Any, num_prompts: int) -> int:
-    if cfg.data.num_rollout is not None:
-        return int(cfg.data.num_rollout)
-    if cfg.data.num_epoch is not None and num_prompts:
-        return max(1, cfg.data.num_epoch * num_prompts // cfg.data.rollout_batch_size)
-    raise ValueError("set --num-rollout (or --num-epoch with --prompt-data)")
 
 
 class RolloutManagerActor:

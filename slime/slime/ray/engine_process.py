@@ -1,7 +1,7 @@
 """Inference engines as child processes, started and stopped by PID.
 
 CPU (and GPU without SGLang): the program named by `--rollout-engine-command` (any server that
-speaks SGLang's HTTP API; the runtime's embedded engine by default), started with the model and
+speaks SGLang's HTTP API; slime ships none, so the caller names it), started with the model and
 address flags appended. GPU with SGLang: the full `sglang.launch_server` argv from
 `slime.rollout.sglang_command` (`argv=`). slime runs a command, it never imports the engine.
 Each process runs in its own session so that stopping it also stops anything it spawned.
@@ -23,10 +23,6 @@ import httpx
 
 from slime.rollout.sglang_client import API_KEY_ENV, auth_headers
 from slime.utils.net import is_loopback
-
-# The embedded engine the runtime ships (a program name, not an import): --rollout-engine-command's default.
-DEFAULT_ENGINE_COMMAND = "python -m openclaw.engines.serve"
-
 
 LOOPBACK = "127.0.0.1"
 BIND_MODES = ("auto", "loopback", "node")
@@ -58,6 +54,20 @@ def engine_bind_host(mode: str, node_ip: str, num_nodes: int, api_key: str | Non
     return node_ip
 
 
+def engine_program(command: str | None) -> list[str]:
+    """The argv of `--rollout-engine-command`; a ValueError naming the flag when it is not given."""
+    if command is None:
+        raise ValueError("--rollout-engine-command is not set: this run starts its own inference engines "
+                         "(--rollout-backend embedded, or auto without SGLang on a GPU) and slime ships none, so name "
+                         "the program that serves SGLang's HTTP API (slime appends --model-path --host --port --dtype "
+                         "--max-batch-size [--device]), or serve the engines yourself and pass --rollout-backend "
+                         "external --rollout-external-engine-addrs HOST:PORT")
+    program = shlex.split(command)
+    if not program:
+        raise ValueError("--rollout-engine-command is empty: name the program that serves the engine")
+    return program
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
@@ -74,7 +84,7 @@ class EngineProcess:
     max_batch_size: int = 16
     log_path: Path | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
-    engine_command: str = DEFAULT_ENGINE_COMMAND  # --rollout-engine-command
+    engine_command: str | None = None  # --rollout-engine-command: required unless `argv` is given
     argv: list[str] | None = None  # a complete command (SGLang): host and port already in it
     proc: subprocess.Popen | None = None
 
@@ -85,9 +95,7 @@ class EngineProcess:
     def command(self) -> list[str]:
         if self.argv is not None:
             return list(self.argv)
-        program = shlex.split(self.engine_command)
-        if not program:
-            raise ValueError("--rollout-engine-command is empty: name the program that serves the engine")
+        program = engine_program(self.engine_command)
         if program[0] in ("python", "python3"):
             program[0] = sys.executable  # the trainer's interpreter, not whatever is first on PATH
         cmd = program + ["--model-path", str(self.model_path), "--host", self.host, "--port", str(self.port),

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slime.ray.engine_process import LOOPBACK, EngineProcess, engine_bind_host
+from slime.ray.engine_process import LOOPBACK, EngineProcess, engine_bind_host, engine_program
 from slime.rollout.base_types import RolloutFnTrainOutput, normalize_rollout_output
 from slime.utils.types import Sample
 
@@ -37,6 +37,13 @@ def resolve_backend(args: Any, use_gpu: bool) -> str:
     if backend == "auto":
         backend = "sglang" if use_gpu and importlib.util.find_spec("sglang") is not None else "embedded"
     return backend
+
+
+def check_engine_command(args: Any, use_gpu: bool) -> None:
+    """Refuse, before any engine starts, a run that would start its own engines (embedded) without
+    --rollout-engine-command: slime ships no engine program to fall back on."""
+    if not getattr(args, "debug_train_only", False) and resolve_backend(args, use_gpu) == "embedded":
+        engine_program(args.rollout_engine_command)
 
 
 def num_engines(args: Any, use_gpu: bool) -> int:
@@ -131,7 +138,7 @@ class RolloutManager:
         from slime.rollout.sglang_client import engine_api_key
 
         mode = getattr(self.args, "rollout_engine_bind", "auto") or "auto"
-        if not ray.is_initialized():  # in-process runs (torchrun, setup_local): one node unless told
+        if not ray.is_initialized():  # in-process runs (torchrun, local): one node unless told
             return engine_bind_host(mode, ray.util.get_node_ip_address() if mode == "node" else LOOPBACK, 1,
                                     engine_api_key())
         nodes = sum(1 for n in ray.nodes() if n.get("Alive"))

@@ -15,7 +15,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import httpx
@@ -160,37 +160,31 @@ class SGLangClient:
         """POST /flush_cache until it answers 200 (it refuses while requests are pending). POST:
         SGLang answers GET and POST, and servers that refuse state changes on GET (a web page can
         make a browser GET any URL) answer only POST."""
-        end = time.monotonic() + deadline_s
-        last = ""
-        while True:
-            try:
-                resp = await self._http.post("/flush_cache", json={})
-                if resp.status_code == 200:
-                    return
-                last = f"HTTP {resp.status_code}: {resp.text.strip()}"
-            except httpx.HTTPError as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            if time.monotonic() >= end:
-                raise SGLangClientError(f"flush_cache at {self.base_url} did not succeed within {deadline_s}s ({last})",
-                                        url=self.base_url)
-            await asyncio.sleep(interval_s)
+        await self._until_ok(lambda: self._http.post("/flush_cache", json={}), deadline_s, interval_s,
+                             f"flush_cache at {self.base_url} did not succeed", with_body=True)
 
     async def wait_healthy(self, *, deadline_s: float = 300.0, interval_s: float = 0.25,
                            path: str = "/health") -> None:
         """Poll `path` until 200, or raise after `deadline_s` naming the last failure."""
+        await self._until_ok(lambda: self._http.get(path, timeout=min(10.0, max(1.0, deadline_s))), deadline_s,
+                             interval_s, f"{self.base_url}{path} not healthy")
+
+    async def _until_ok(self, send: Callable[[], Awaitable[httpx.Response]], deadline_s: float, interval_s: float,
+                        failed: str, *, with_body: bool = False) -> None:
+        """Send until the answer is 200; after `deadline_s`, SGLangClientError `failed` with the last
+        answer (its body too with `with_body`) or transport error."""
         end = time.monotonic() + deadline_s
         last = "no answer yet"
         while True:
             try:
-                resp = await self._http.get(path, timeout=min(10.0, max(1.0, deadline_s)))
+                resp = await send()
                 if resp.status_code == 200:
                     return
-                last = f"HTTP {resp.status_code}"
+                last = f"HTTP {resp.status_code}" + (f": {resp.text.strip()}" if with_body else "")
             except httpx.HTTPError as exc:
                 last = f"{type(exc).__name__}: {exc}"
             if time.monotonic() >= end:
-                raise SGLangClientError(f"{self.base_url}{path} not healthy within {deadline_s}s ({last})",
-                                        url=self.base_url)
+                raise SGLangClientError(f"{failed} within {deadline_s}s ({last})", url=self.base_url)
             await asyncio.sleep(interval_s)
 
     async def health(self) -> bool:

@@ -145,6 +145,13 @@ def capture_rng_state() -> dict[str, Any]:
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
 
 
+def rank_state(optimizer: Any, scheduler: Any, global_step: int, **extra: Any) -> dict[str, Any]:
+    """A training rank's resumable state (torch.save-able): optimizer, scheduler, step and RNG, plus
+    what the backend adds (`extra`)."""
+    return {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "global_step": global_step,
+            **extra, "rng": capture_rng_state()}
+
+
 def restore_rng_state(rng: dict[str, Any] | None) -> None:
     """Inverse of capture_rng_state; entries that are missing (older checkpoints) are left alone."""
     import random

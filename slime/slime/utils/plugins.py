@@ -443,13 +443,19 @@ def extract_reward(value: Any, reward_key: str | None) -> float:
 # --------------------------------------------------------------------------------------------
 
 
+def _takes_evaluation(fn: Callable[..., Any], where: str, contract: str) -> bool:
+    """Whether a three-argument plugin also takes `evaluation` (a fourth argument); PluginError naming
+    `contract` when it fits none."""
+    names, varargs, _ = _positional(fn)
+    if not callable(fn) or not _accepts(fn, 3):
+        raise PluginError(f"{where} fits no contract: use {contract}")
+    return varargs or len(names) >= 4 or "evaluation" in inspect.signature(fn).parameters
+
+
 def adapt_generate(fn: Callable[..., Any], config: Any) -> Callable[..., Any]:
     """async gen(sample, sampling_params, evaluation=False) -> Sample | list[Sample]."""
-    where = f"custom generate {_describe(fn)}"
-    names, varargs, required = _positional(fn)
-    if not callable(fn) or not _accepts(fn, 3):
-        raise PluginError(f"{where} fits no contract: use async fn(args, sample, sampling_params[, evaluation])")
-    takes_eval = varargs or len(names) >= 4 or "evaluation" in inspect.signature(fn).parameters
+    takes_eval = _takes_evaluation(fn, f"custom generate {_describe(fn)}",
+                                   "async fn(args, sample, sampling_params[, evaluation])")
     ns = _args_namespace(config)
 
     async def generate(sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
@@ -463,10 +469,7 @@ def adapt_generate(fn: Callable[..., Any], config: Any) -> Callable[..., Any]:
 def adapt_rollout(fn: Callable[..., Any], config: Any) -> Callable[..., Any]:
     """rollout(rollout_id, data_source, evaluation=False) -> RolloutFnTrainOutput | list | ..."""
     where = f"rollout function {_describe(fn)}"
-    names, varargs, required = _positional(fn)
-    if not callable(fn) or not _accepts(fn, 3):
-        raise PluginError(f"{where} fits no contract: use fn(args, rollout_id, data_source, evaluation=False)")
-    takes_eval = varargs or len(names) >= 4 or "evaluation" in inspect.signature(fn).parameters
+    takes_eval = _takes_evaluation(fn, where, "fn(args, rollout_id, data_source, evaluation=False)")
     ns = _args_namespace(config)
 
     def rollout(rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
@@ -35,11 +37,40 @@ def write_task(tmp: Path, n_prompts: int = 64) -> tuple[Path, Path]:
     return prompts, rm
 
 
-def base_flags(model: Path, prompts: Path, rm: Path, tmp: Path) -> list[str]:
+def base_flags(model: Path, prompts: Path, rm: Path, tmp: Path, engine_command: str) -> list[str]:
     return ["--hf-checkpoint", str(model), "--prompt-data", str(prompts), "--custom-rm-path", str(rm),
             "--rollout-batch-size", "4", "--n-samples-per-prompt", "4", "--rollout-max-response-len", "8",
             "--rollout-top-k", "8", "--lr", "5e-3", "--use-dynamic-batch-size", "--max-tokens-per-gpu", "4096",
-            "--log-dir", str(tmp / "logs"), "--no-progress-bar"]
+            "--log-dir", str(tmp / "logs"), "--no-progress-bar", "--rollout-engine-command", engine_command]
+
+
+@dataclass(frozen=True)
+class Task:
+    """The runtime tests' learning task (prompts, a verifiable reward) on a private copy of the tiny
+    model, whose path identifies this test's engine and worker processes."""
+
+    tmp: Path
+    model: Path
+    prompts: Path
+    rm: Path
+    engine_command: str
+
+    def flags(self, rm: Path | None = None) -> list[str]:
+        """The trainer's flags for the task; `rm`: another reward plugin instead of the task's."""
+        return base_flags(self.model, self.prompts, rm or self.rm, self.tmp, self.engine_command)
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """n distinct free ports: every socket stays bound until all are chosen, so none repeats."""
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind((host, 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
 
 
 def env() -> dict[str, str]:

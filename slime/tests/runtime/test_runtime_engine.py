@@ -11,22 +11,11 @@ import pytest
 import torch
 from slime.backends.fsdp import ActorConfig, FSDPTrainActor
 from slime.backends.fsdp.train_loop import build_loss_call, train_rollout
-from slime.ray.engine_process import EngineProcess
 from slime.rollout.data_source import DataSourceConfig, RolloutDataSource
 from slime.rollout.sglang_rollout import generate_rollout
 from slime.utils.arguments import parse_config
 from slime.utils.types import Sample
 from slime.utils.weight_sync import WeightVersions, push_to_engines
-
-
-@pytest.fixture(scope="module")
-def engine(tiny_model_path, tmp_path_factory):
-    eng = EngineProcess(model_path=str(tiny_model_path), log_path=tmp_path_factory.mktemp("eng") / "engine.log")
-    eng.start()
-    yield eng
-    pid = eng.pid
-    eng.stop()
-    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
 
 
 def _prompts(tmp_path: Path, n: int = 6) -> Path:

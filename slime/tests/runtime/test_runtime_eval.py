@@ -1,7 +1,7 @@
 """Evaluation during training (--eval-prompt-data, --eval-interval): the loop's `finish_step`
 scores the weights just pushed on the eval prompts and logs eval/<name>/reward; the eval samples
 never reach training. Against a real embedded engine (tiny model) with the in-process driver
-(`setup_local`), and through `python slime/train.py` / `train_async.py` (slow)."""
+(`setup(where="local")`), and through `python slime/train.py` / `train_async.py` (slow)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 from runtime_helpers import metrics, private_model, run_script
-from slime.ray.driver import collect_rollout, finish_step, setup_local
-from slime.ray.engine_process import EngineProcess
+from slime.ray.loop import run_loop
+from slime.ray.setup import setup
 from slime.rollout.engine_io import sampling_params_from_args
 from slime.utils.arguments import ConfigError, parse_config
-from slime.utils.metrics import StepTimer
 
 # Training and eval prompts are told apart by their text. Each reward is a dict: --reward-key
 # picks "train" (1 for a training prompt), --eval-reward-key "eval" (1 for an eval prompt whose
@@ -63,24 +62,12 @@ def _check_run(rows: list[dict], tmp_path: Path, steps: int) -> None:
     assert sorted(s["metadata"]["prompt_index"] for s in trained[::2]) == list(range(2 * steps))
 
 
-@pytest.fixture(scope="module")
-def engine(tiny_model_path, tmp_path_factory):
-    eng = EngineProcess(model_path=str(tiny_model_path), log_path=tmp_path_factory.mktemp("eng") / "engine.log")
-    eng.start()
-    yield eng
-    eng.stop()
-
-
 def test_every_step_logs_eval_reward_and_eval_samples_are_never_trained(engine, tiny_model_path, tmp_path):
     argv = _flags(tiny_model_path, tmp_path) + [
         "--num-rollout", "2", "--rollout-backend", "external", "--rollout-external-engine-addrs", engine.url]
-    run = setup_local(parse_config(argv, check_files=True), echo_steps=False)
+    run = setup(parse_config(argv, check_files=True), where="local", echo_steps=False)
     try:
-        for rollout_id in range(run.start_rollout_id, run.num_rollout):
-            timer = StepTimer()
-            samples, step_metrics = collect_rollout(run, rollout_id)
-            step_metrics.update(run.train_on(rollout_id, samples))
-            finish_step(run, rollout_id, step_metrics, timer)
+        run_loop(run)
         assert sorted(run.trained_indices) == list(range(8))  # eval samples carry no training index
         assert run.rollout.m.data_source.state_dict()["offset"] == 4  # eval took no training prompt
     finally:
@@ -92,13 +79,9 @@ def test_eval_interval_and_the_last_step(engine, tiny_model_path, tmp_path):
     argv = _flags(tiny_model_path, tmp_path) + [
         "--num-rollout", "3", "--eval-interval", "2", "--update-weights-interval", "3",
         "--rollout-backend", "external", "--rollout-external-engine-addrs", engine.url]
-    run = setup_local(parse_config(argv, check_files=True), echo_steps=False)
+    run = setup(parse_config(argv, check_files=True), where="local", echo_steps=False)
     try:
-        for rollout_id in range(run.num_rollout):
-            timer = StepTimer()
-            samples, step_metrics = collect_rollout(run, rollout_id)
-            step_metrics.update(run.train_on(rollout_id, samples))
-            finish_step(run, rollout_id, step_metrics, timer)
+        run_loop(run)
     finally:
         run.shutdown()
     rows = metrics(tmp_path / "logs")
@@ -109,9 +92,10 @@ def test_eval_interval_and_the_last_step(engine, tiny_model_path, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["train.py", "train_async.py"])
-def test_the_training_scripts_evaluate_through_the_ray_rollout_manager(script, tiny_model_path, tmp_path):
+def test_the_training_scripts_evaluate_through_the_ray_rollout_manager(script, tiny_model_path, tmp_path,
+                                                                       engine_command):
     model = private_model(tiny_model_path, tmp_path / "model")
-    res = run_script(script, _flags(model, tmp_path) + ["--num-rollout", "2"])
+    res = run_script(script, _flags(model, tmp_path) + ["--num-rollout", "2", "--rollout-engine-command", engine_command])
     assert res.returncode == 0, res.stderr[-4000:]
     _check_run(metrics(tmp_path / "logs"), tmp_path, steps=2)
     assert "eval/tiny/reward=1" in res.stderr  # the per-step line shows it too

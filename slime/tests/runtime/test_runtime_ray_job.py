@@ -12,32 +12,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from runtime_helpers import (
-    REPO,
-    base_flags,
-    env,
-    metrics,
-    private_model,
-    processes_mentioning,
-    wait_for,
-    write_task,
-)
+from runtime_helpers import REPO, env, free_ports, metrics, processes_mentioning, wait_for
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-
-
-def _free_ports(n: int) -> list[int]:
-    import socket
-
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
 
 
 @pytest.fixture
@@ -45,7 +22,7 @@ def ray_head():
     """A private head: every port chosen here, its own --temp-dir; `--block` makes the CLI
     process own the cluster, so SIGTERM to that one PID stops exactly this cluster."""
     temp_dir = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: unix socket paths are limited
-    gcs, dash, client, agent, agent_grpc, metrics_port, runtime_env = _free_ports(7)
+    gcs, dash, client, agent, agent_grpc, metrics_port, runtime_env = free_ports(7)
     cmd = [shutil.which("ray") or "ray", "start", "--head", "--block", "--num-cpus", "2", "--num-gpus", "0",
            "--port", str(gcs), "--dashboard-port", str(dash), "--dashboard-host", "127.0.0.1",
            "--ray-client-server-port", str(client), "--dashboard-agent-listen-port", str(agent),
@@ -83,11 +60,10 @@ def ray_head():
         assert not stray, f"processes outlived `ray start --block`: {stray}"
 
 
-def test_ray_job_submit_train(ray_head, tmp_path, tiny_model_path):
+def test_ray_job_submit_train(ray_head, tmp_path, task):
     url, temp_dir = ray_head
-    model = private_model(tiny_model_path, tmp_path / "model")
-    prompts, rm = write_task(tmp_path)
-    flags = base_flags(model, prompts, rm, tmp_path) + ["--num-rollout", "2", "--save", str(tmp_path / "ckpt")]
+    model = task.model
+    flags = task.flags() + ["--num-rollout", "2", "--save", str(tmp_path / "ckpt")]
     job_env = env()
     submit = subprocess.run(
         [shutil.which("ray") or "ray", "job", "submit", "--address", url, "--working-dir", str(REPO), "--",
@@ -109,13 +85,11 @@ LEARNING_FLAGS = {
 
 
 @pytest.mark.parametrize("mode", sorted(LEARNING_FLAGS))
-def test_ray_job_submit_learns(ray_head, tmp_path, tiny_model_path, mode):
+def test_ray_job_submit_learns(ray_head, tmp_path, task, mode):
     """The acceptance run: through `ray job submit`, the verifiable reward rises clearly, for
     full fine-tuning and for LoRA (same task and settings as the local learning tests)."""
     url, _ = ray_head
-    model = private_model(tiny_model_path, tmp_path / "model")
-    prompts, rm = write_task(tmp_path)
-    flags = base_flags(model, prompts, rm, tmp_path) + LEARNING_FLAGS[mode]
+    flags = task.flags() + LEARNING_FLAGS[mode]
     submit = subprocess.run(
         [shutil.which("ray") or "ray", "job", "submit", "--address", url, "--working-dir", str(REPO), "--",
          "python", "slime/train.py", *flags],

@@ -11,17 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from runtime_helpers import (
-    REPO,
-    base_flags,
-    env,
-    metrics,
-    private_model,
-    processes_mentioning,
-    run_script,
-    wait_for,
-    write_task,
-)
+from runtime_helpers import REPO, env, metrics, processes_mentioning, run_script, wait_for
 
 
 def _rollout_files(folder):
@@ -42,15 +32,14 @@ def _holding_rm(tmp_path, hold_from_index):
     return rm, arm, held
 
 
-def test_interrupt_after_checkpoint_then_resume(tmp_path, tiny_model_path):
-    model = private_model(tiny_model_path, tmp_path / "model")
-    prompts, _ = write_task(tmp_path)
+def test_interrupt_after_checkpoint_then_resume(tmp_path, task):
+    model = task.model
     # 4 prompts x 4 samples per rollout: rollout 1 starts at sample index 16. The reward plugin
     # holds the trainer inside rollout 1, i.e. after checkpoint-0 is written and before
     # checkpoint-1 can be: the SIGINT lands at a known point, never raced against the run.
     rm, arm, held = _holding_rm(tmp_path, hold_from_index=16)
     save, dumps = tmp_path / "ckpt", tmp_path / "rollouts"
-    flags = base_flags(model, prompts, rm, tmp_path) + [
+    flags = task.flags(rm=rm) + [
         "--num-rollout", "4", "--save", str(save), "--save-interval", "1",
         "--save-debug-rollout-data", str(dumps / "{rollout_id}.jsonl")]
     proc = subprocess.Popen([sys.executable, str(REPO / "slime" / "train.py"), *flags], cwd=REPO, env=env(),
@@ -102,17 +91,15 @@ def _learning_curve(tmp_path, rewards):
 
 
 @pytest.mark.slow
-def test_full_finetune_learns(tmp_path, tiny_model_path):
-    prompts, rm = write_task(tmp_path)
-    res = run_script("train.py", base_flags(tiny_model_path, prompts, rm, tmp_path) + ["--num-rollout", "8"])
+def test_full_finetune_learns(tmp_path, task):
+    res = run_script("train.py", task.flags() + ["--num-rollout", "8"])
     assert res.returncode == 0, res.stderr[-4000:]
     _learning_curve(tmp_path, [m["reward/mean"] for m in metrics(tmp_path / "logs")])
 
 
 @pytest.mark.slow
-def test_lora_learns(tmp_path, tiny_model_path):
-    prompts, rm = write_task(tmp_path)
-    flags = base_flags(tiny_model_path, prompts, rm, tmp_path) + [
+def test_lora_learns(tmp_path, task):
+    flags = task.flags() + [
         "--num-rollout", "10", "--rollout-batch-size", "8", "--use-lora", "--lora-rank", "8", "--lora-alpha", "16",
         "--lr", "2e-2",
         "--save", str(tmp_path / "ckpt"), "--save-interval", "10"]
@@ -127,9 +114,8 @@ def test_lora_learns(tmp_path, tiny_model_path):
 
 
 @pytest.mark.slow
-def test_world_size_two_over_gloo_colocated(tmp_path, tiny_model_path):
-    prompts, rm = write_task(tmp_path)
-    flags = base_flags(tiny_model_path, prompts, rm, tmp_path) + [
+def test_world_size_two_over_gloo_colocated(tmp_path, task):
+    flags = task.flags() + [
         "--num-rollout", "2", "--actor-num-gpus-per-node", "2", "--colocate", "--save", str(tmp_path / "ckpt")]
     res = run_script("train.py", flags)
     assert res.returncode == 0, res.stderr[-4000:]
@@ -141,9 +127,8 @@ def test_world_size_two_over_gloo_colocated(tmp_path, tiny_model_path):
 
 
 @pytest.mark.slow
-def test_async_counts_stale_samples(tmp_path, tiny_model_path):
-    prompts, rm = write_task(tmp_path)
-    flags = base_flags(tiny_model_path, prompts, rm, tmp_path) + ["--num-rollout", "3", "--max-staleness", "0"]
+def test_async_counts_stale_samples(tmp_path, task):
+    flags = task.flags() + ["--num-rollout", "3", "--max-staleness", "0"]
     res = run_script("train_async.py", flags)
     assert res.returncode == 0, res.stderr[-4000:]
     rows = metrics(tmp_path / "logs")
@@ -155,10 +140,9 @@ def test_async_counts_stale_samples(tmp_path, tiny_model_path):
 
 
 @pytest.mark.slow
-def test_debug_rollout_only_then_train_only(tmp_path, tiny_model_path):
-    prompts, rm = write_task(tmp_path)
+def test_debug_rollout_only_then_train_only(tmp_path, task):
     dumps = tmp_path / "dumps"
-    flags = base_flags(tiny_model_path, prompts, rm, tmp_path) + ["--num-rollout", "2"]
+    flags = task.flags() + ["--num-rollout", "2"]
     res = run_script("train.py", flags + ["--debug-rollout-only", "--save-debug-rollout-data", str(dumps)])
     assert res.returncode == 0, res.stderr[-4000:]
     assert sorted(p.name for p in dumps.iterdir()) == ["rollout_0.jsonl", "rollout_1.jsonl"]

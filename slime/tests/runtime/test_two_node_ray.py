@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -26,16 +25,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from runtime_helpers import (
-    REPO,
-    base_flags,
-    env,
-    metrics,
-    private_model,
-    processes_mentioning,
-    wait_for,
-    write_task,
-)
+from runtime_helpers import REPO, env, free_ports, metrics, processes_mentioning, wait_for
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -44,20 +34,8 @@ RAY = shutil.which("ray") or "ray"
 API_KEY = "two-node-test-key"
 
 
-def _free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind((host, 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def _node_ports() -> list[str]:
-    agent, agent_grpc, metrics_port, runtime_env, node_manager, object_manager = _free_ports(6)
+    agent, agent_grpc, metrics_port, runtime_env, node_manager, object_manager = free_ports(6)
     return ["--dashboard-agent-listen-port", str(agent), "--dashboard-agent-grpc-port", str(agent_grpc),
             "--metrics-export-port", str(metrics_port), "--runtime-env-agent-port", str(runtime_env),
             "--node-manager-port", str(node_manager), "--object-manager-port", str(object_manager)]
@@ -104,7 +82,7 @@ def two_node_cluster():
     """The head with the custom resource `engine_node` (and the engines' API key in its
     environment, which the job's driver inherits), a second node at 127.0.0.2 with `trainer_node`;
     yields the dashboard URL once both nodes are alive."""
-    gcs, dash, client = _free_ports(3)
+    gcs, dash, client = free_ports(3)
     nodes: list[_Node] = []
     try:
         head = _Node(["--head", "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
@@ -159,15 +137,13 @@ MODES = {"full": [], "lora": ["--use-lora", "--lora-rank", "8", "--lora-alpha", 
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
-def test_one_step_with_the_engine_and_the_trainer_on_different_nodes(two_node_cluster, tmp_path, tiny_model_path,
-                                                                      mode):
+def test_one_step_with_the_engine_and_the_trainer_on_different_nodes(two_node_cluster, tmp_path, task, mode):
     url = two_node_cluster
     nodes = _alive_nodes(url)
     ip_of = {n["node_id"]: n["node_ip"] for n in nodes}
     engine_ip = next(n["node_ip"] for n in nodes if n["head"])  # as Ray reports it
-    model = private_model(tiny_model_path, tmp_path / "model")
-    prompts, rm = write_task(tmp_path)
-    flags = base_flags(model, prompts, rm, tmp_path) + [
+    model = task.model
+    flags = task.flags() + [
         "--num-rollout", "1", "--rollout-backend", "embedded",
         "--actor-resources", "trainer_node", "--rollout-resources", "engine_node", *MODES[mode]]
     t0 = time.monotonic()

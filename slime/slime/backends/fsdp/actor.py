@@ -30,7 +30,8 @@ from slime.backends.fsdp.step_prefix import (
     common_prefix_length,
     run_step_prefix,
 )
-from slime.utils.checkpoint import capture_rng_state, restore_rng_state
+from slime.utils.checkpoint import rank_state, restore_rng_state
+from slime.utils.metrics import optimizer_step_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -309,13 +310,7 @@ class FSDPTrainActor:
         self.scheduler.step()
         self.global_step += 1
         metric_sums["_tokens"] = float(n_tokens)
-        reduced = self._reduce_metrics(metric_sums)
-        out = {k: v for k, v in reduced.items() if not k.startswith("_")}
-        out["gradient/norm"] = float(grad_norm)
-        out["learning_rate"] = float(lr)
-        out["perf/train_tokens"] = reduced.get("_tokens", 0.0)
-        out["perf/step_time"] = time.perf_counter() - t0
-        return out
+        return optimizer_step_metrics(self._reduce_metrics(metric_sums), grad_norm, lr, t0)
 
     def _micro_batch_dict(self, batch: dict[str, list], rows: list[int], mb: MicroBatch,
                           logits: torch.Tensor) -> dict[str, Any]:
@@ -377,12 +372,7 @@ class FSDPTrainActor:
 
     def trainer_state(self) -> dict[str, Any]:
         """Optimizer, scheduler and RNG state of this rank (torch.save-able)."""
-        return {
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "global_step": self.global_step,
-            "rng": capture_rng_state(),
-        }
+        return rank_state(self.optimizer, self.scheduler, self.global_step)
 
     def load_trainer_state(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])

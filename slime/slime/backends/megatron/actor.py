@@ -32,7 +32,8 @@ from slime.backends.megatron.optim import build_optimizer, clip_grad_norm, final
 from slime.backends.megatron.options import MegatronOptions
 from slime.backends.megatron.parallel import destroy_megatron, init_megatron
 from slime.backends.megatron.weights import export_hf_state_dict, load_hf_into_model, save_hf_folder
-from slime.utils.checkpoint import capture_rng_state, restore_rng_state
+from slime.utils.checkpoint import rank_state, restore_rng_state
+from slime.utils.metrics import optimizer_step_metrics
 
 LOSS_CALL = Callable[[dict[str, Any], torch.Tensor, Callable], tuple[torch.Tensor, dict]]
 
@@ -252,13 +253,7 @@ class MegatronTrainActor:
         self.scheduler.step()
         self.global_step += 1
         metric_sums["_tokens"] = float(n_tokens)
-        reduced = self._reduce_metrics(metric_sums)
-        out_metrics = {k: v for k, v in reduced.items() if not k.startswith("_")}
-        out_metrics["gradient/norm"] = float(grad_norm)
-        out_metrics["learning_rate"] = float(lr)
-        out_metrics["perf/train_tokens"] = reduced.get("_tokens", 0.0)
-        out_metrics["perf/step_time"] = time.perf_counter() - t0
-        return out_metrics
+        return optimizer_step_metrics(self._reduce_metrics(metric_sums), grad_norm, lr, t0)
 
     def _reduce_metrics(self, sums: dict[str, float]) -> dict[str, float]:
         """Sum the metrics of all replicas; within a replica only the last stage's TP rank 0 counts."""
@@ -287,14 +282,9 @@ class MegatronTrainActor:
         self.tokenizer.save_pretrained(str(folder))
 
     def trainer_state(self) -> dict[str, Any]:
-        return {
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "global_step": self.global_step,
-            "layout": {"tp": self.options.tp, "pp": self.options.pp, "rank": self.rank,
-                       "world_size": self.world_size},
-            "rng": capture_rng_state(),
-        }
+        return rank_state(self.optimizer, self.scheduler, self.global_step,
+                          layout={"tp": self.options.tp, "pp": self.options.pp, "rank": self.rank,
+                                  "world_size": self.world_size})
 
     def load_trainer_state(self, state: dict[str, Any]) -> None:
         layout = state.get("layout")

@@ -1,0 +1,1 @@
+"""The parts of slime's config, one concern a module; import them from `slime.utils.arguments`."""
