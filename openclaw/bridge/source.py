@@ -245,8 +245,8 @@ class BufferDataSource:
         return n
 
     # ---- take ----------------------------------------------------------------------------
-    def skip_reason(self, rec: Any, engine_version: int | None, retracting: frozenset[str] = frozenset(),
-                    signal: TurnSignal | None = None) -> str | None:
+    def skip_reason(self, rec: Any, engine_version: int | None, retracting: frozenset[str],
+                    signal: TurnSignal) -> str | None:
         if rec.session_id in retracting:
             return "retracting"  # a retract is purging this session: never train on it
         if not rec.trainable or rec.turn_type != "main":
@@ -262,7 +262,7 @@ class BufferDataSource:
             return "no_next_state"  # the session ended here: no feedback, nothing to learn from
         if getattr(self.args, "custom_rm_path", None) and _scalar_only(self.spec):
             return None  # the reward comes from --custom-rm-path, not the judge
-        if (signal or turn_signal(rec, self.graded)).kind not in self.spec.trains_on:
+        if signal.kind not in self.spec.trains_on:
             return self.spec.skip_reason
         return None
 

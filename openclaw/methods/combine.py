@@ -15,6 +15,7 @@ METHOD = Method(
     advantage_estimator="grpo",
     trainer_flags=("--disable-grpo-std-normalization", "--eps-clip", "0.2"),
     weights=(1.0, 1.0),
+    weight_flags=("--openclaw-combine-w-opd", "--openclaw-combine-w-rl"),
     # On the embedded model the OPD weight 1.0 drifted off topic and 0.5 passed (two PASS runs,
     # bench/RESULTS.md). The KL weight starts at 0.5 and is steered toward a batch KL of 0.08 over
     # 5 steps (slime's adaptive KL): fixed at 0.5, one persona's preference moved the policy to a

@@ -64,7 +64,7 @@ class Method:
     loss: str | None = None  # slime's --custom-loss-function-path
     trainer_flags: tuple[str, ...] = ()  # its further trainer flags on the GPU recipes
     weights: tuple[float, float] | None = None  # (w_opd, w_rl) when the method weighs both signals
-    weight_flags: tuple[str, str] = ("--openclaw-combine-w-opd", "--openclaw-combine-w-rl")
+    weight_flags: tuple[str, ...] = ()  # with `weights`: the two trainer flags that set them (its provider's)
     baselines: tuple[str, ...] = ("batch", "zero")  # the scalar-reward baselines it accepts
     embedded: EmbeddedPreset = field(default_factory=EmbeddedPreset)
     variants: tuple[Variant, ...] = ()
@@ -73,6 +73,8 @@ class Method:
         unknown = set(self.trains_on) - set(KINDS) - {"none"}
         if not self.trains_on or unknown:
             raise ValueError(f"method {self.name}: trains_on must be a non-empty subset of {KINDS}, got {sorted(self.trains_on)}")
+        if (self.weights is not None) != (len(self.weight_flags) == 2):
+            raise ValueError(f"method {self.name}: weights and their two weight_flags go together")
         if not set(self.baselines) <= set(BASELINES):
             raise ValueError(f"method {self.name}: baselines must be among {BASELINES}")
 
@@ -98,12 +100,6 @@ class Method:
     def uses_teacher(self) -> bool:
         """Trains on the hinted teacher's token log-probs (OPD)."""
         return "hint" in self.trains_on
-
-    def variant(self, name: str) -> Variant:
-        for v in self.variants:
-            if v.name == name:
-                return v
-        raise KeyError(f"method {self.name} has no variant {name!r}; it has: {', '.join(v.name for v in self.variants) or 'none'}")
 
     def plugin_flags(self, loss: str | None = None) -> list[str]:
         """slime flags that load this method's plugins (`loss` replaces its own loss plugin)."""
