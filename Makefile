@@ -1,5 +1,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test`: most tests wait on servers and subprocesses, not the CPU
+TEST_WORKERS ?= 2
 
 .PHONY: setup demo test test-all lint bench
 
@@ -10,7 +12,7 @@ demo:             ## the main job on the embedded default model
 	$(PYTHON) -m openclaw.demo
 
 test:             ## the default (fast) suite; CI runs this
-	$(PYTHON) -m pytest -q -m "not slow and not gpu" --durations=25 $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -q -m "not slow and not gpu" -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 test-all:         ## everything that can run without a GPU, slow tests included
 	$(PYTHON) -m pytest -q -m "not gpu" $(PYTEST_ARGS)

@@ -138,3 +138,12 @@ def _start_intercept_server(model: Path, buf: Path, port: int, log: Path, *extra
 def start_intercept_server() -> Callable[..., subprocess.Popen]:
     """Start a server subprocess with the intercept on: `start(model, buf, port, log, *flags)`."""
     return _start_intercept_server
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` runs on two xdist workers (`--dist loadgroup`). The tests that start Chromium go
+    to one worker, one after another: two of them at once on two cores starve each other's
+    browsers and their budgets were set for one."""
+    for item in items:
+        if item.path.name.startswith("test_gui_"):
+            item.add_marker(pytest.mark.xdist_group("browser"))

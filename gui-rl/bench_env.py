@@ -22,6 +22,7 @@ from gui_policies import PLANNED_TASKS, ScriptedPolicy
 from gui_screenshots import make_pool
 from gui_tasks import TASKS, train_seed
 
+from openclaw.environment import env_value
 from openclaw.proctree import descendants
 
 
@@ -37,11 +38,11 @@ def pss_kb(pid: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--parallel-envs", type=int, default=int(os.environ.get("PARALLEL_ENVS", "16")))
+    p.add_argument("--parallel-envs", type=int, default=int(env_value("PARALLEL_ENVS") or "16"))
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--out", default=None, help="also write the numbers as JSON here")
     args = p.parse_args(argv)
-    pool = make_pool(args.parallel_envs, os.environ.get("SCREENSHOT_BACKEND", "playwright"))
+    pool = make_pool(args.parallel_envs, env_value("SCREENSHOT_BACKEND") or "playwright")
     steps, episodes, lock = [0], [0], threading.Lock()
     tasks = [t.name for t in TASKS if t.name in PLANNED_TASKS]  # a refused task would take no step
     stop = threading.Event()

@@ -13,7 +13,6 @@ GPU such a name stops with an explanation.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import signal
@@ -26,6 +25,8 @@ from pathlib import Path
 import gui_eval
 import httpx
 from gui_screenshots import check_screenshot_backend
+
+from openclaw.environment import env_value
 
 ROOT = Path(__file__).resolve().parents[1]
 VISION = re.compile(r"(^|[-_.])vl([-_.]|$)|qwen[\d.]*-?vl", re.IGNORECASE)
@@ -76,16 +77,16 @@ def serve_embedded(model_path: str, log: Path) -> tuple[subprocess.Popen[bytes],
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default=os.environ.get("GUI_AGENT_MODEL", "smollm2"))
+    p.add_argument("--model", default=env_value("GUI_AGENT_MODEL") or "smollm2")
     p.add_argument("--base-url", default=None, help="an OpenAI-compatible server already serving --model")
     p.add_argument("--tasks", nargs="+", default=["one-step"])
     p.add_argument("--episodes", type=int, default=10)
-    p.add_argument("--max-steps", type=int, default=int(os.environ.get("MAX_STEPS", "4")))
+    p.add_argument("--max-steps", type=int, default=int(env_value("MAX_STEPS") or "4"))
     p.add_argument("--shuffle-ids", action="store_true", help="pages show their element ids drawn at random (gui_eval.py)")
     p.add_argument("--out", default="gui-rl/eval_out/agent")
     args = p.parse_args(argv)
     try:
-        check_screenshot_backend(os.environ.get("SCREENSHOT_BACKEND", "playwright"))
+        check_screenshot_backend(env_value("SCREENSHOT_BACKEND") or "playwright")
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

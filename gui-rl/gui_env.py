@@ -20,7 +20,6 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import math
-import os
 import random
 import re
 import secrets
@@ -31,7 +30,9 @@ from typing import Any, TypeVar
 
 from gui_tasks import task_url
 
-CHROMIUM = os.environ.get("OPENCLAW_CHROMIUM", "/usr/bin/chromium")
+from openclaw.environment import env_value
+
+CHROMIUM = env_value("OPENCLAW_CHROMIUM") or "/usr/bin/chromium"
 # No GPU, no QUIC, no background traffic (component updates, sync): the browser reaches nothing.
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -379,9 +380,13 @@ class BrowserPool:
         self._free: asyncio.Queue[GuiEnv] | None = None
         self._launch_lock: asyncio.Lock | None = None
         self._closed = False
+        self._stopped = False  # the loop is (being) stopped: nothing submitted to it would ever run
         atexit.register(self.close)
 
     def call(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        if self._stopped:
+            coro.close()
+            raise RuntimeError("the browser pool is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 120) -> T:
@@ -427,7 +432,9 @@ class BrowserPool:
         try:
             yield SyncEnv(self, env)
         finally:
-            self.run(self._release(env))
+            # A borrow still open at exit (Ctrl-C) ends after `close()` ran from atexit: nothing to return.
+            if not self._stopped:
+                self.run(self._release(env))
 
     @property
     def launched(self) -> int:
@@ -449,6 +456,7 @@ class BrowserPool:
         atexit.unregister(self.close)
         with contextlib.suppress(Exception):
             self.run(self._close(), timeout=30)
+        self._stopped = True
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
 

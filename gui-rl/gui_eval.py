@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import threading
 import time
@@ -31,6 +30,7 @@ from gui_policies import NoPlanError, RandomPolicy, ScriptedPolicy, check_planne
 from gui_screenshots import make_pool
 from gui_tasks import HELDOUT_SEEDS, all_task_names, resolve_task_names
 
+from openclaw.environment import env_value
 from openclaw.evaluation.progress import Progress
 from openclaw.sandbox import parallel_envs_from_env
 
@@ -125,7 +125,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     jobs = [(t, s) for t in tasks for s in seeds]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pool = make_pool(args.parallel_envs, os.environ.get("SCREENSHOT_BACKEND", "playwright"))
+    pool = make_pool(args.parallel_envs, env_value("SCREENSHOT_BACKEND") or "playwright")
     finished: dict[str, list[bool]] = {t: [] for t in tasks}
     finished_lock = threading.Lock()  # so a task's last two episodes cannot both report it done
 

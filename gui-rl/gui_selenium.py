@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 
 from gui_env import CHROMIUM, CHROMIUM_FLAGS, BrowserPool, GuiEnv
 
+from openclaw.environment import env_value
 from openclaw.proctree import stop_process_group
 
 T = TypeVar("T")
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 
 def chromedriver_path() -> str | None:
     """`OPENCLAW_CHROMEDRIVER`, else `chromedriver` on PATH (Debian: /usr/bin/chromedriver)."""
-    return os.environ.get("OPENCLAW_CHROMEDRIVER") or shutil.which("chromedriver")
+    return env_value("OPENCLAW_CHROMEDRIVER") or shutil.which("chromedriver")
 
 
 def _die_with_parent_thread(parent_pid: int) -> Callable[[], None]:

@@ -18,7 +18,6 @@ judge. It repeats every --interval seconds until Ctrl-C (`--once`: report and ex
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ import httpx
 from openclaw.buffer import TrajectoryBuffer
 from openclaw.buffer.exchange import export_sessions
 from openclaw.buffer.schema import DB_NAME
+from openclaw.environment import env_value
 from openclaw.launch.progress import buffer_counts
 
 
@@ -61,19 +61,19 @@ def report(out_dir: Path, *, per_session: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    host = os.environ.get("OPENCLAW_HOST") or "127.0.0.1"
+    host = env_value("OPENCLAW_HOST") or "127.0.0.1"
     host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     p = argparse.ArgumentParser(prog="collect_rollouts.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    p.add_argument("--api-endpoint", default=f"http://{host}:{os.environ.get('OPENCLAW_PORT') or 8000}")
-    p.add_argument("--output-dir", default=os.environ.get("RL_BUFFER_DIR") or "./rollouts")
+    p.add_argument("--api-endpoint", default=f"http://{host}:{env_value('OPENCLAW_PORT') or 8000}")
+    p.add_argument("--output-dir", default=env_value("RL_BUFFER_DIR") or "./rollouts")
     p.add_argument("--session-aware", action="store_true",
                    help="sessions are always tracked; accepted as the default it names")
     p.add_argument("--interval", type=float, default=30.0, help="seconds between reports")
     p.add_argument("--once", action="store_true", help="report once and exit")
     args = p.parse_args(argv)
     url = args.api_endpoint.rstrip("/")
-    model = _check_server(url, os.environ.get("OPENCLAW_API_KEY"))
+    model = _check_server(url, env_value("OPENCLAW_API_KEY"))
     out_dir = Path(args.output_dir)
     if not (out_dir / DB_NAME).is_file():
         raise SystemExit(f"error: {out_dir} holds no rollouts: the server records into its --rollout-dir "

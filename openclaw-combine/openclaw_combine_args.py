@@ -5,7 +5,6 @@ plus the two loss weights of combine_loss."""
 from __future__ import annotations
 
 import argparse
-import os
 
 from openclaw.bridge.flags import (
     add_buffer_arguments,
@@ -14,6 +13,7 @@ from openclaw.bridge.flags import (
     add_teacher_arguments,
 )
 from openclaw.bridge.source import check_live_args
+from openclaw.environment import env_value
 from openclaw.methods import get_method
 
 COMBINE = get_method("combine")
@@ -22,8 +22,8 @@ W_OPD, W_RL = COMBINE.weights
 
 
 def _env_float(name: str, default: float) -> float:
-    value = os.environ.get(name)
-    return float(value) if value not in (None, "") else default
+    value = env_value(name)
+    return float(value) if value is not None else default
 
 
 def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

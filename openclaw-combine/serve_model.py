@@ -21,6 +21,7 @@ import os
 import shlex
 import sys
 
+from openclaw.environment import env_value
 from openclaw.launch.settings import count_gpus
 
 
@@ -31,7 +32,7 @@ def server_argv(argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[s
     p.add_argument("--model-path")
     p.add_argument("--port", type=int)
     p.add_argument("--gpu-ids", help="comma-separated GPU ids to serve on (SGLang, tensor parallel over them)")
-    p.add_argument("--rollout-dir", default=env.get("RL_BUFFER_DIR") or "./rollouts")
+    p.add_argument("--rollout-dir", default=env_value("RL_BUFFER_DIR", env) or "./rollouts")
     args, rest = p.parse_known_args(argv)
     cmd = [sys.executable, "-m", "openclaw.server", "--enable-rl-intercept", "--rl-buffer-dir", args.rollout_dir]
     if args.model_path:
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     cmd, extra_env = server_argv(list(sys.argv[1:] if argv is None else argv), env)
     shown = " ".join(f"{k}={v}" for k, v in extra_env.items())
-    if (env.get("OPENCLAW_DRY_RUN") or "0").lower() not in ("0", "false", "no"):
+    if (env_value("OPENCLAW_DRY_RUN", env) or "0").lower() not in ("0", "false", "no"):
         print(f"would run server: {shown + ' ' if shown else ''}{shlex.join(cmd)}")
         return 0
     os.execvpe(cmd[0], cmd, {**env, **extra_env})

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import httpx
 
+from openclaw.environment import env_value
 from openclaw.launch.settings import count_gpus
 from openclaw.methods import DEFAULT_METHOD, builtin_methods
 
@@ -40,7 +41,7 @@ def launch_command(argv: list[str], env: dict[str, str]) -> tuple[list[str], dic
     """(the launcher's argv, its env); SystemExit with the reason when a flag cannot be honoured."""
     p = argparse.ArgumentParser(prog="train_async.py", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    p.add_argument("--rollout-dir", default=env.get("RL_BUFFER_DIR") or "./rollouts")
+    p.add_argument("--rollout-dir", default=env_value("RL_BUFFER_DIR", env) or "./rollouts")
     p.add_argument("--checkpoint-dir")
     p.add_argument("--method", choices=sorted(METHODS), default=DEFAULT_METHOD)
     p.add_argument("--gpus")
@@ -50,10 +51,10 @@ def launch_command(argv: list[str], env: dict[str, str]) -> tuple[list[str], dic
     out["RL_BUFFER_DIR"] = str(Path(args.rollout_dir).resolve())
     if args.checkpoint_dir:
         out["CKPT_SAVE_DIR"] = str(Path(args.checkpoint_dir).resolve())
-    port = env.get("OPENCLAW_PORT") or "8000"
-    out["OPENCLAW_SERVER_URL"] = args.server_url or env.get("OPENCLAW_SERVER_URL") or f"http://127.0.0.1:{port}"
-    if not (env.get("MODEL_PATH") or env.get("BASE_MODEL_PATH")):
-        served = _served_model(out["OPENCLAW_SERVER_URL"], env.get("OPENCLAW_API_KEY"))
+    port = env_value("OPENCLAW_PORT", env) or "8000"
+    out["OPENCLAW_SERVER_URL"] = args.server_url or env_value("OPENCLAW_SERVER_URL", env) or f"http://127.0.0.1:{port}"
+    if not (env_value("MODEL_PATH", env) or env_value("BASE_MODEL_PATH", env)):
+        served = _served_model(out["OPENCLAW_SERVER_URL"], env_value("OPENCLAW_API_KEY", env))
         if served:
             out["MODEL_PATH"] = served
             print(f"train_async.py: training the served model {served} (from {out['OPENCLAW_SERVER_URL']}/v1/models)",

@@ -16,7 +16,6 @@ import argparse
 import dataclasses
 import importlib.util
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import httpx
 
+from openclaw.environment import env_value
 from openclaw.proctree import stop_child
 
 HERE = Path(__file__).resolve().parent
@@ -68,7 +68,7 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--port", type=int, default=int(os.environ.get("OPENCLAW_PORT", "8000")))
+    pre.add_argument("--port", type=int, default=int(env_value("OPENCLAW_PORT") or "8000"))
     pre.add_argument("--judge-workers", type=int, default=1)
     pre.add_argument("--server-start-timeout", type=float, default=300.0)
     own, rest = pre.parse_known_args(argv)
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cmd = server_argv(cfg.base_model, cfg.tinker_url, str(cfg.buffer_dir), own.port, own.judge_workers,
                       cfg.tokenizer_path, server_extra)
-    if os.environ.get("OPENCLAW_DRY_RUN") or os.environ.get("DRY_RUN"):
+    if env_value("OPENCLAW_DRY_RUN") or env_value("DRY_RUN"):
         # The plan only, in the launcher's shape (openclaw/launch/README.md).
         print("would run server:", shlex.join(cmd[1:] if cmd[0] == sys.executable else cmd))
         shown = {**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}, "method": cfg.method.name}

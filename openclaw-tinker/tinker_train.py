@@ -40,6 +40,7 @@ from openclaw.bridge.source import BufferDataSource
 from openclaw.bridge.teacher import teacher_prompt_ids
 from openclaw.bridge.turns import turn_signal
 from openclaw.engines.tinker_engine import prompt_logprobs, tinker_service_client
+from openclaw.environment import env_value
 from openclaw.methods import DEFAULT_METHOD, Method, MethodError, get_method, method_names
 
 LOSSES = ("ppo", "importance_sampling")
@@ -71,32 +72,36 @@ class TinkerTrainConfig:
     poll_interval: float = 1.0
 
 
+def _float_or_none(text: str | None) -> float | None:
+    """A weight from the environment; unset keeps the method's own (None)."""
+    return float(text) if text is not None else None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    env = os.environ
     p = argparse.ArgumentParser(prog="openclaw-tinker/tinker_train.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--method", default=env.get("OPENCLAW_METHOD", DEFAULT_METHOD),
+    p.add_argument("--method", default=env_value("OPENCLAW_METHOD") or DEFAULT_METHOD,
                    help=f"{', '.join(method_names())}, or a method file's path (openclaw.methods; env OPENCLAW_METHOD)")
-    p.add_argument("--base-model", "--model-path", dest="base_model", default=env.get("MODEL_PATH"),
+    p.add_argument("--base-model", "--model-path", dest="base_model", default=env_value("MODEL_PATH"),
                    help="the base model as Tinker names it (env MODEL_PATH)")
     p.add_argument("--tokenizer-path", default=None, help="where the chat template/tokenizer is read (default: --base-model)")
-    p.add_argument("--rl-buffer-dir", dest="buffer_dir", type=Path, default=Path(env.get("RL_BUFFER_DIR", "./rl_buffer")))
-    p.add_argument("--server-url", default=f"http://{env.get('OPENCLAW_HOST', '127.0.0.1')}:{env.get('OPENCLAW_PORT', '8000')}")
-    p.add_argument("--tinker-url", default=env.get("TINKER_ENDPOINT") or None)
+    p.add_argument("--rl-buffer-dir", dest="buffer_dir", type=Path, default=Path(env_value("RL_BUFFER_DIR") or "./rl_buffer"))
+    p.add_argument("--server-url", default=f"http://{env_value('OPENCLAW_HOST') or '127.0.0.1'}:{env_value('OPENCLAW_PORT') or '8000'}")
+    p.add_argument("--tinker-url", default=env_value("TINKER_ENDPOINT"))
     p.add_argument("--loss", choices=LOSSES, default="ppo")
     p.add_argument("--lora-rank", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--batch-size", "--rollout-batch-size", dest="batch_size", type=int, default=8)
-    p.add_argument("--steps", "--num-rollout", dest="steps", type=int, default=int(env.get("NUM_ROLLOUT", "0") or 0),
+    p.add_argument("--steps", "--num-rollout", dest="steps", type=int, default=int(env_value("NUM_ROLLOUT") or 0),
                    help="training steps; 0 runs until stopped (env NUM_ROLLOUT, as in the slime recipes)")
     p.add_argument("--baseline", choices=("batch", "zero"), default="batch")
     p.add_argument("--w-opd", "--openclaw-combine-w-opd", dest="w_opd", type=float,
-                   default=float(env["OPENCLAW_COMBINE_W_OPD"]) if env.get("OPENCLAW_COMBINE_W_OPD") else None,
+                   default=_float_or_none(env_value("OPENCLAW_COMBINE_W_OPD")),
                    help="combine's OPD weight (default: the method's)")
     p.add_argument("--w-rl", "--openclaw-combine-w-rl", dest="w_rl", type=float,
-                   default=float(env["OPENCLAW_COMBINE_W_RL"]) if env.get("OPENCLAW_COMBINE_W_RL") else None,
+                   default=_float_or_none(env_value("OPENCLAW_COMBINE_W_RL")),
                    help="combine's binary-RL weight (default: the method's)")
     p.add_argument("--buffer-consumer-id", dest="consumer_id", default=None)
-    p.add_argument("--save", "--ckpt-dir", dest="ckpt_dir", type=Path, default=Path(env.get("CKPT_SAVE_DIR", "./ckpt-tinker")))
+    p.add_argument("--save", "--ckpt-dir", dest="ckpt_dir", type=Path, default=Path(env_value("CKPT_SAVE_DIR") or "./ckpt-tinker"))
     p.add_argument("--buffer-wait-timeout", dest="wait_timeout", type=float, default=3600.0)
     # Accepted only to refuse them by name: what Tinker cannot express.
     p.add_argument("--kl-coef", "--kl-loss-coef", dest="kl_coef", type=float, default=0.0)
@@ -107,9 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from(a: argparse.Namespace, env: dict[str, str] | None = None) -> TinkerTrainConfig:
     """The typed config, or Refused naming what Tinker cannot express."""
-    env = dict(os.environ) if env is None else env
-    if env.get("MAX_STEPS") and not env.get("NUM_ROLLOUT"):
-        raise Refused(f"MAX_STEPS={env['MAX_STEPS']} is the tracks' model turns per episode; Tinker's number of "
+    max_steps = env_value("MAX_STEPS", env)
+    if max_steps and not env_value("NUM_ROLLOUT", env):
+        raise Refused(f"MAX_STEPS={max_steps} is the tracks' model turns per episode; Tinker's number of "
                       "training steps is NUM_ROLLOUT (or --steps)")
     try:
         method = get_method(a.method)
@@ -261,7 +266,7 @@ def publish(t: Trainer) -> str:
 
 
 def _auth_headers() -> dict[str, str]:
-    key = os.environ.get("OPENCLAW_API_KEY")
+    key = env_value("OPENCLAW_API_KEY")
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 

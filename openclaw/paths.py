@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from openclaw.environment import env_value
 
 
 def openclaw_home() -> Path:
     """`$OPENCLAW_HOME`, default `~/.cache/openclaw`."""
-    env = os.environ.get("OPENCLAW_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "openclaw"
+    home = env_value("OPENCLAW_HOME")
+    return Path(home).expanduser() if home else Path.home() / ".cache" / "openclaw"
 
 
 def models_dir() -> Path:

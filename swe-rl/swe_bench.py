@@ -11,13 +11,13 @@ loaded. Without SWE_BENCH_PATH the shipped instances (swe-rl/instances/) are use
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from swe_instances import Instance, read_instances, shipped_instances
 
+from openclaw.environment import env_value
 from openclaw.tracks import named_in_sample
 
 BENCHMARKS = {
@@ -63,7 +63,7 @@ class SweBenchPath:
         else:
             raise FileNotFoundError(f"SWE_BENCH_PATH={value} does not exist (a SWE-bench .json/.jsonl file or a "
                                     "folder holding one and repos/)")
-        return cls(instances, os.environ.get("SWE_BENCH_REPOS", str(default_mirrors)))
+        return cls(instances, env_value("SWE_BENCH_REPOS") or str(default_mirrors))
 
     def load(self) -> list[Instance]:
         return read_instances(self.instances_file)

@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from swe_bench import BENCHMARKS, SweBenchPath, benchmark_help
 from swe_generate import Episode, SweRLConfig, initial_messages, swe_run
 from swe_instances import Instance, shipped_instances
 
+from openclaw.environment import env_value
 from openclaw.sandbox.episode import chat_prompt_ids, load_tokenizer
 from openclaw.sandbox.trajectory import ObservationFormat, TrajectoryBuilder, run_agent_loop
 
@@ -34,18 +34,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     src.add_argument("--model-path", help="HF folder or checkpoint (full or LoRA adapter); default: embedded SmolLM2")
     src.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     ap.add_argument("--model", default="default", help="model name sent to --base-url")
-    ap.add_argument("--api-key", default=os.environ.get("OPENCLAW_API_KEY", "EMPTY"))
+    ap.add_argument("--api-key", default=env_value("OPENCLAW_API_KEY") or "EMPTY")
     ap.add_argument("--benchmark", default="heldout", help=f"heldout | train | {' | '.join(BENCHMARKS)}")
-    ap.add_argument("--swe-bench-path", default=os.environ.get("SWE_BENCH_PATH") or None)
+    ap.add_argument("--swe-bench-path", default=env_value("SWE_BENCH_PATH"))
     ap.add_argument("--limit", type=int, default=0, help="first N instances only (0: all)")
-    ap.add_argument("--max-steps", type=int, default=int(os.environ.get("MAX_STEPS", "20")))
-    ap.add_argument("--parallel-envs", type=int, default=int(os.environ.get("PARALLEL_ENVS", "8")))
+    ap.add_argument("--max-steps", type=int, default=int(env_value("MAX_STEPS") or "20"))
+    ap.add_argument("--parallel-envs", type=int, default=int(env_value("PARALLEL_ENVS") or "8"))
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--max-context-len", type=int, default=4096)
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--command-timeout", type=float, default=30.0)
     ap.add_argument("--test-timeout", type=float, default=120.0)
-    ap.add_argument("--sandbox", default=os.environ.get("OPENCLAW_SANDBOX", "bwrap"), choices=["bwrap", "none"])
+    ap.add_argument("--sandbox", default=env_value("OPENCLAW_SANDBOX") or "bwrap", choices=["bwrap", "none"])
     ap.add_argument("--out", default="./logs/swe-eval")
     return ap.parse_args(argv)
 

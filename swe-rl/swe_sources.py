@@ -19,6 +19,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from openclaw.environment import env_value
+
 # The pytest that runs every project's tests inside the sandbox (pure Python, Python >= 3.10).
 PYTEST_RUNTIME = ("pytest==9.0.3", "pluggy==1.6.0", "iniconfig==2.3.0", "packaging==26.3", "pygments==2.20.0")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9._+!-]+)$")
@@ -29,7 +31,7 @@ class MissingSourceError(RuntimeError):
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("OPENCLAW_SWE_CACHE", Path.home() / ".cache" / "openclaw" / "swe"))
+    return Path(env_value("OPENCLAW_SWE_CACHE") or Path.home() / ".cache" / "openclaw" / "swe")
 
 
 def runtime_root() -> Path:

@@ -67,7 +67,7 @@ def test_the_probe_catches_an_openclaw_import(tmp_path: Path) -> None:
 # server, the server nothing of the trainer's bridge, and only the entry points (demo, launch,
 # evaluation) see everything.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("paths", "proctree", "methods", "httpapi"),
+    ("paths", "proctree", "methods", "httpapi", "environment"),
     ("models", "sandbox", "buffer"),
     ("judge", "engines", "tracks"),
     ("intercept",),

@@ -3,7 +3,8 @@
 The static tests read the two files. The resolve tests ask pip for a dry-run install of the whole GPU set
 against PyPI, with this machine's pip configuration shut out (a config file or PIP_* variable may add a
 local wheel folder or cap torch), so they see what a user's GPU machine sees: any pin that SGLang, torch
-or another member of the set disagrees with makes the resolve fail here.
+or another member of the set disagrees with makes the resolve fail here. They are slow (about three
+minutes of PyPI look-ups): `python -m pytest -m slow tests/test_gpu_requirements.py`.
 """
 
 from __future__ import annotations
@@ -180,6 +181,7 @@ _gpu_platform = pytest.mark.skipif(
     reason="the GPU set targets Linux x86_64 with Python 3.11-3.13, and pip resolves for the running platform")
 
 
+@pytest.mark.slow
 @_gpu_platform
 def test_gpu_set_resolves_to_its_pins(report: dict) -> None:
     pins, _ = parse(GPU_REQS)
@@ -191,6 +193,7 @@ def test_gpu_set_resolves_to_its_pins(report: dict) -> None:
     assert not wrong, f"resolved to other versions than pinned (pin, resolved): {wrong}"
 
 
+@pytest.mark.slow
 @_gpu_platform
 def test_resolved_torch_is_the_cuda_build_from_pypi(report: dict) -> None:
     installed = _installed(report)
@@ -203,6 +206,7 @@ def test_resolved_torch_is_the_cuda_build_from_pypi(report: dict) -> None:
     assert not off_pypi, f"resolved from somewhere other than PyPI: {off_pypi}"
 
 
+@pytest.mark.slow
 @_gpu_platform
 def test_nothing_but_pure_python_sdists(report: dict) -> None:
     sdists = {n: i["download_info"]["url"] for n, i in _installed(report).items()

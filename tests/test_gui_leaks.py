@@ -4,6 +4,7 @@ worker, and checks each PID."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -100,3 +101,18 @@ def test_close_ends_browsers_in_process():
     pool.close()
     assert wait_gone(started) == set()
 
+
+
+def test_a_borrow_open_at_close_ends_without_waiting_on_the_stopped_loop():
+    """Ctrl-C: atexit closes the pool while an `env_sync` borrow is still open; the borrow's exit then
+    runs against a stopped loop. It must return at once, and any later call must fail, not wait."""
+    from slime.utils.plugins import load_plugin_module
+
+    gui_env = load_plugin_module("gui-rl/gui_env.py")
+    pool = gui_env.BrowserPool(1)
+    borrow = pool.env_sync()
+    borrow.__enter__().reset("click-test", 1_000_000)
+    pool.close()
+    borrow.__exit__(None, None, None)  # before the fix: blocked 120 s on a future nobody would run
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.run(asyncio.sleep(0))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+
+from openclaw.environment import env_value
 
 # GSM8K's test split (MIT) ships in the repository, so a fresh clone evaluates without outside files.
 DEFAULT_GSM8K = Path(__file__).resolve().parent / "data" / "gsm8k_test.json"
@@ -23,7 +24,7 @@ class MathTask:
 
 def gsm8k_path() -> Path:
     """GSM8K_PATH overrides the repository copy toolcall-rl/data/gsm8k_test.json."""
-    return Path(os.environ.get("GSM8K_PATH") or DEFAULT_GSM8K)
+    return Path(env_value("GSM8K_PATH") or DEFAULT_GSM8K)
 
 
 def load_gsm8k(path: str | Path | None = None, limit: int | None = None) -> list[MathTask]:

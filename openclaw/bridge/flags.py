@@ -7,8 +7,8 @@ Values land in slime's `args` under the dest names below. Defaults are written h
 from __future__ import annotations
 
 import argparse
-import os
 
+from openclaw.environment import env_value
 from openclaw.methods import get_method, method_arg, method_names
 
 # Finite by default: a trainer pointed at a buffer nobody writes to stops with a message
@@ -28,13 +28,13 @@ Parser = argparse.ArgumentParser | argparse._ArgumentGroup
 
 
 def _env_float(name: str, default: float | None) -> float | None:
-    value = os.environ.get(name)
-    return float(value) if value not in (None, "") else default
+    value = env_value(name)
+    return float(value) if value is not None else default
 
 
 def add_buffer_arguments(parser: Parser) -> None:
     parser.add_argument("--rl-buffer-dir", dest="rl_buffer_dir",
-                        default=os.environ.get("RL_BUFFER_DIR") or "./rl_buffer",
+                        default=env_value("RL_BUFFER_DIR") or "./rl_buffer",
                         help="trajectory buffer written by `python -m openclaw.server --enable-rl-intercept "
                              "--rl-buffer-dir DIR` (env RL_BUFFER_DIR); it must exist")
     parser.add_argument("--buffer-consumer-id", dest="buffer_consumer_id", default=None,
@@ -97,7 +97,7 @@ def add_teacher_arguments(parser: Parser) -> None:
     """OPD's teacher (the policy shown the judge's hint), for openclaw-opd and openclaw-combine."""
     parser.add_argument("--opd-teacher-concurrency", dest="opd_teacher_concurrency", type=int, default=4,
                         help="teacher scoring requests in flight at once")
-    parser.add_argument("--opd-topk", dest="opd_topk", type=int, default=int(os.environ.get("OPD_TOPK", "0") or 0),
+    parser.add_argument("--opd-topk", dest="opd_topk", type=int, default=int(env_value("OPD_TOPK") or 0),
                         help="top-k distillation: teacher top-k per response token (0 = token-level OPD only; env OPD_TOPK)")
     parser.add_argument("--opd-topk-cache-dir", dest="opd_topk_cache_dir", default=None,
                         help="where the rollout leaves teacher top-k for topk_distillation_loss.py "

@@ -29,6 +29,7 @@ from typing import Any
 
 from openclaw.buffer import TrajectoryBuffer
 from openclaw.buffer.exchange import ImportFormatError, import_sessions, parse_sessions
+from openclaw.environment import env_value
 
 SESSION_SUFFIXES = (".json", ".jsonl")
 
@@ -111,7 +112,7 @@ def load_tokenizer(path: str | None) -> Any:
 
     from openclaw.models import resolve_model_path
 
-    return AutoTokenizer.from_pretrained(resolve_model_path(path or os.environ.get("MODEL_PATH") or None))
+    return AutoTokenizer.from_pretrained(resolve_model_path(path or env_value("MODEL_PATH")))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,7 @@ from openclaw.buffer.files import wal_problems
 from openclaw.buffer.records import TurnRecord
 from openclaw.buffer.schema import DB_NAME
 from openclaw.buffer.store import TrajectoryBuffer
+from openclaw.environment import env_value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _dir(args: argparse.Namespace) -> Path:
-    return Path(getattr(args, "dir", None) or os.environ.get("RL_BUFFER_DIR") or "./rl_buffer")
+    return Path(getattr(args, "dir", None) or env_value("RL_BUFFER_DIR") or "./rl_buffer")
 
 
 def _open(args: argparse.Namespace, *, create: bool = False) -> TrajectoryBuffer:

@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 
 import httpx
 
+from openclaw.environment import env_value
+
 
 def _default_url() -> str:
-    host = os.environ.get("OPENCLAW_HOST") or "127.0.0.1"
+    host = env_value("OPENCLAW_HOST") or "127.0.0.1"
     if host in ("0.0.0.0", "::"):
         host = "127.0.0.1"
-    return f"http://{host}:{os.environ.get('OPENCLAW_PORT') or 8000}"
+    return f"http://{host}:{env_value('OPENCLAW_PORT') or 8000}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,12 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("retract",
                        help="remove a session everywhere (buffer, exports, hints, judge records, feedback) and roll "
                             "the served weights back to a checkpoint that predates it (openclaw/control/README.md)")
-    s.add_argument("--dir", "--rl-buffer-dir", dest="dir", default=os.environ.get("RL_BUFFER_DIR") or "./rl_buffer",
+    s.add_argument("--dir", "--rl-buffer-dir", dest="dir", default=env_value("RL_BUFFER_DIR") or "./rl_buffer",
                    help="buffer directory (env RL_BUFFER_DIR; default ./rl_buffer)")
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--session", default=None, help="session id")
     g.add_argument("--pending", action="store_true", help="finish retracts a crash interrupted")
-    s.add_argument("--engine-url", default=os.environ.get("OPENCLAW_ENGINE_URL"),
+    s.add_argument("--engine-url", default=env_value("OPENCLAW_ENGINE_URL"),
                    help="the serving engine / OpenClaw server (SGLang API), needed when the session was trained "
                         "on (env OPENCLAW_ENGINE_URL)")
     s.add_argument("--policy", default="stop", choices=("stop", "requeue"),
@@ -81,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "retract":
         return retract(args)
-    key = os.environ.get("OPENCLAW_API_KEY")
+    key = env_value("OPENCLAW_API_KEY")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     base = args.url.rstrip("/")
     try:

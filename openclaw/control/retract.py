@@ -58,6 +58,7 @@ from openclaw.control.ledger import (
     taint_ranges,
     version_sessions,
 )
+from openclaw.environment import env_value
 
 log = logging.getLogger("openclaw.control.retract")
 
@@ -277,7 +278,7 @@ def plan_retract(buffer: TrajectoryBuffer, session_id: str, served_version: int 
 
 # ------------------------------------------------------------------ steps
 def _pause_point(state: str) -> None:
-    if os.environ.get(PAUSE_ENV) == state:
+    if env_value(PAUSE_ENV) == state:
         print(f"retract: paused at {state}", file=sys.stderr, flush=True)
         while True:
             signal.pause()  # until the crash test's kill -9

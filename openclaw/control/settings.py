@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openclaw.control.canary import CanaryConfig
+from openclaw.environment import env_value
 
 _TRUE, _FALSE = ("1", "true", "on", "yes"), ("", "0", "false", "off", "no")
 
@@ -39,11 +40,11 @@ class ControlSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ControlSettings:
         env = os.environ if env is None else env
-        raw = env.get("OPENCLAW_PROMOTION_GATE", "").strip().lower()
+        raw = (env_value("OPENCLAW_PROMOTION_GATE", env) or "").strip().lower()
         if raw not in _TRUE + _FALSE:
             raise SettingsError(f"OPENCLAW_PROMOTION_GATE={raw!r}: use 1 (on) or 0 (off)")
-        folder = env.get("OPENCLAW_CONTROL_DIR")
-        log_dir = env.get("OPENCLAW_TRAIN_LOG_DIR")
+        folder = env_value("OPENCLAW_CONTROL_DIR", env)
+        log_dir = env_value("OPENCLAW_TRAIN_LOG_DIR", env)
         return cls(gate=raw in _TRUE, control_dir=Path(folder) if folder else None,
                    canary=CanaryConfig(max_probe_drop=_number(env, "OPENCLAW_CANARY_MAX_PROBE_DROP", 10.0),
                                        max_sessions_drop=_number(env, "OPENCLAW_CANARY_MAX_SESSIONS_DROP", 0.5),
@@ -52,7 +53,7 @@ class ControlSettings:
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
+    raw = env_value(name, env)
     try:
         return float(raw) if raw else default  # unset or empty: the default
     except ValueError:

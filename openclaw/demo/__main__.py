@@ -29,6 +29,7 @@ from typing import Any
 
 from openclaw.demo.personas import DEFAULT_PERSONA, PersonaError, load_persona, persona_names
 from openclaw.demo.presets import BASELINES, DEFAULT_METHOD, METHODS, RL_SCORES, demo_preset, kl_flags
+from openclaw.environment import env_value
 from openclaw.methods import get_method, method_arg
 
 LENGTH_REWARD = "openclaw/demo/length_reward.py:length_only_reward"
@@ -312,7 +313,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=os.environ.get("OPENCLAW_LOG_LEVEL", "WARNING"),
+    logging.basicConfig(level=env_value("OPENCLAW_LOG_LEVEL") or "WARNING",
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before torch is imported (run() imports it)

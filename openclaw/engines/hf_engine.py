@@ -41,6 +41,7 @@ from openclaw.engines.hf_jobs import EngineClosed, Job
 from openclaw.engines.hf_scheduler import BatchScheduler
 from openclaw.engines.prefix_cache import PrefixKVCache
 from openclaw.engines.weights import is_adapter_folder, load_model, parse_dtype
+from openclaw.environment import env_value
 
 log = logging.getLogger(__name__)
 # torch.Generator.manual_seed accepts exactly this range; anything else raises inside the batch loop.
@@ -119,7 +120,7 @@ class HFEngine(EngineBase, BatchScheduler):
         loaded = load_model(path, torch_dtype, dev)
         tokenizer = AutoTokenizer.from_pretrained(loaded.tokenizer_path)
         if original_logprobs is None:
-            original_logprobs = os.environ.get("SGLANG_RETURN_ORIGINAL_LOGPROB", "").lower() in ("1", "true")
+            original_logprobs = (env_value("SGLANG_RETURN_ORIGINAL_LOGPROB") or "").lower() in ("1", "true")
         return cls(loaded.model, tokenizer, path, loaded.base_model_path, dev, torch_dtype, max_batch_size,
                    original_logprobs, served_model_name, prefix_cache_tokens)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import socket
 import sys
 import threading
@@ -23,6 +22,7 @@ from fastapi import FastAPI
 from slime.utils.net import is_loopback
 
 from openclaw.engines.sglang_api import sglang_router
+from openclaw.environment import env_value
 from openclaw.httpapi.errors import install_error_handlers
 from openclaw.httpapi.middleware import APIKeyMiddleware, CrossSiteGuard
 
@@ -82,7 +82,7 @@ def serve_in_thread(app, host: str = "127.0.0.1", startup_timeout: float = 60.0)
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m openclaw.engines.serve", description=__doc__.splitlines()[0])
-    p.add_argument("--model-path", default=os.environ.get("MODEL_PATH"),
+    p.add_argument("--model-path", default=env_value("MODEL_PATH"),
                    help="HF folder or PEFT adapter folder (default: the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     from openclaw.engines.hf_engine import HFEngine
 
     args = parse_args(argv)
-    api_key = os.environ.get("OPENCLAW_API_KEY") or None
+    api_key = env_value("OPENCLAW_API_KEY")
     if api_key is None and not is_loopback(args.host):
         # an exposed engine takes weight pushes from whoever reaches it: never without a key
         print(f"error: --host {args.host} exposes the engine beyond this machine: set OPENCLAW_API_KEY (the "

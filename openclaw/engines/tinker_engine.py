@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 from openclaw.engines.base import EngineBase, FinishReason, GenerationRequest, GenerationResult, TokenEvent
+from openclaw.environment import env_value
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +42,13 @@ def tinker_service_client(base_url: str | None, api_key: str | None, project_id:
         import tinker
     except ImportError as exc:  # the SDK is in requirements.txt; a bare install may lack it
         raise TinkerUnavailable("--backend tinker needs the Tinker SDK: pip install tinker==0.24.1") from exc
-    key = api_key or os.environ.get("TINKER_API_KEY")
+    key = api_key or env_value("TINKER_API_KEY")
     if not key:
         raise TinkerUnavailable("--backend tinker needs an API key: set TINKER_API_KEY "
                                 "(any non-empty value for a local skyrl-tx server)")
-    url = base_url or os.environ.get("TINKER_ENDPOINT") or None
+    url = base_url or env_value("TINKER_ENDPOINT")
     return tinker.ServiceClient(base_url=url, api_key=key,
-                                project_id=project_id or os.environ.get("TINKER_PROJECT_ID") or None)
+                                project_id=project_id or env_value("TINKER_PROJECT_ID"))
 
 
 async def prompt_logprobs(sampling_client: Any, ids: list[int]) -> list[float | None]:

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from openclaw.environment import env_value
 from openclaw.evaluation.source import ModelSpec, Target, open_target
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,11 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="openclaw-test/run_eval.sh",
                                 description="Evaluate a checkpoint, the base model, or an OpenAI-compatible endpoint.")
     src = p.add_argument_group("model (one of; neither: the embedded SmolLM2-135M)")
-    src.add_argument("--model-path", default=os.environ.get("MODEL_PATH") or None,
+    src.add_argument("--model-path", default=env_value("MODEL_PATH"),
                      help="HF folder, PEFT adapter folder or checkpoint (default: $MODEL_PATH)")
     src.add_argument("--base-url", default=None, help="an OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000/v1")
     src.add_argument("--model", default=None, help="with --base-url: the model name (default: the first it lists)")
-    src.add_argument("--api-key", default=os.environ.get("OPENCLAW_API_KEY") or None, help="with --base-url")
+    src.add_argument("--api-key", default=env_value("OPENCLAW_API_KEY"), help="with --base-url")
     src.add_argument("--tokenizer", default=None,
                      help="with --base-url: tokenizer folder for tool-use (default: the one the endpoint reports)")
     cmp = p.add_argument_group("comparison")
@@ -78,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--coding-max-tokens", type=int, default=512, help="coding: tokens per completion")
     run.add_argument("--coding-timeout", type=float, default=10.0, help="coding: seconds per problem's test")
     run.add_argument("--tool-max-tokens", type=int, default=256, help="tool-use: tokens per model turn")
-    run.add_argument("--max-steps", type=int, default=int(os.environ.get("MAX_STEPS", "3")),
+    run.add_argument("--max-steps", type=int, default=int(env_value("MAX_STEPS") or "3"),
                      help="tool-use: model turns per question [env MAX_STEPS]")
     run.add_argument("--tool-transport", default="auto", choices=("auto", "generate", "chat"),
                      help="tool-use: generate = toolcall-rl's token-level episodes over /generate (the training "
@@ -114,7 +115,7 @@ def _base_spec(args: argparse.Namespace) -> ModelSpec | None:
 
 def plan_from_args(args: argparse.Namespace) -> EvalPlan:
     tasks = parse_tasks(args.eval_tasks)
-    if args.base_url and args.model_path and args.model_path != os.environ.get("MODEL_PATH"):
+    if args.base_url and args.model_path and args.model_path != env_value("MODEL_PATH"):
         raise UsageError("give --model-path or --base-url, not both")
     if args.base_url:
         checkpoint = ModelSpec("checkpoint", base_url=args.base_url, model=args.model, api_key=args.api_key,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from openclaw.buffer.duration import parse_duration as _parse_duration
+from openclaw.environment import env_value
 
 # The one definition of each intercept default (the server registers these flags through
 # add_intercept_args, so it never restates them).
@@ -140,7 +141,7 @@ def add_intercept_args(parser: argparse.ArgumentParser, env: Mapping[str, str] |
     env = os.environ if env is None else env
     g = parser.add_argument_group("RL intercept")
     if include_core:
-        g.add_argument("--rl-buffer-dir", default=env.get("RL_BUFFER_DIR") or str(DEFAULT_BUFFER_DIR),
+        g.add_argument("--rl-buffer-dir", default=env_value("RL_BUFFER_DIR", env) or str(DEFAULT_BUFFER_DIR),
                        help=f"trajectory buffer directory, created 0700 (env RL_BUFFER_DIR; default {DEFAULT_BUFFER_DIR})")
         g.add_argument("--rl-buffer-max-mb", type=float, default=None,
                        help="bound on live buffer data: evict fully consumed records, then refuse (counted)")

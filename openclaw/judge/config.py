@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from openclaw.environment import env_value
 from openclaw.judge.hints import DEFAULT_MIN_HINT_CHARS
 from openclaw.judge.votes import DEFAULT_THRESHOLD, validate_threshold
 
@@ -102,8 +103,9 @@ class JudgeConfig:
 
     def api_key(self) -> str | None:
         for name in API_KEY_ENVS:
-            if os.environ.get(name):
-                return os.environ[name]
+            value = env_value(name)
+            if value:
+                return value
         return None
 
     def redacted(self) -> dict[str, Any]:
@@ -135,15 +137,16 @@ class JudgeConfig:
 
 def _env(env: Mapping[str, str], *names: str) -> str | None:
     for n in names:
-        if env.get(n):
-            return env[n]
+        value = env_value(n, env)
+        if value:
+            return value
     return None
 
 
 def _env_number(env: Mapping[str, str], kind: type, default: float, *names: str) -> Any:
     """A default from the environment, or a JudgeConfigError naming the variable."""
     for n in names:
-        raw = env.get(n)
+        raw = env_value(n, env)
         if raw:
             try:
                 return kind(raw)

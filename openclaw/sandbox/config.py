@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Literal
+
+from openclaw.environment import env_value
 
 SandboxKind = Literal["bwrap", "none"]
 # How the per-episode caps (memory, processes, workspace) are enforced, see README.md:
@@ -109,7 +110,7 @@ class SandboxConfig:
 
 def parallel_envs_from_env(default: int = 8) -> int:
     """PARALLEL_ENVS, validated (the number of concurrent episodes)."""
-    raw = os.environ.get("PARALLEL_ENVS", str(default))
+    raw = env_value("PARALLEL_ENVS") or str(default)
     try:
         value = int(raw)
     except ValueError:
@@ -121,7 +122,7 @@ def parallel_envs_from_env(default: int = 8) -> int:
 
 def sandbox_config_from_env(kind: str | None = None, **limits: float) -> SandboxConfig:
     """Build a config from OPENCLAW_SANDBOX (bwrap|none) and keyword limit overrides."""
-    chosen = kind or os.environ.get("OPENCLAW_SANDBOX", "bwrap")
+    chosen = kind or env_value("OPENCLAW_SANDBOX") or "bwrap"
     if chosen not in ("bwrap", "none"):
         raise ValueError(f"OPENCLAW_SANDBOX/--sandbox must be 'bwrap' or 'none', got {chosen!r}")
     return SandboxConfig(kind=chosen, limits=Limits(**limits))  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from slime.utils.net import is_loopback
 
+from openclaw.environment import env_value
 from openclaw.httpapi.config import ConfigError
 from openclaw.intercept.config import InterceptConfig, InterceptConfigError, add_intercept_args
 from openclaw.judge.config import (
@@ -115,8 +116,8 @@ class ServerConfig:
 
 
 def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
+    raw = env_value(name, env)
+    if raw is None:
         return default
     try:
         return int(raw)
@@ -133,16 +134,16 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
                "`python -m openclaw.judge --help` (--majority-vote-n, --judge-backend, --judge-url, ...)",
         description="Serve a model as an OpenAI-compatible API (plus SGLang's native endpoints).",
     )
-    p.add_argument("--model-path", default=env.get("BASE_MODEL_PATH") or env.get("MODEL_PATH") or None,
+    p.add_argument("--model-path", default=env_value("BASE_MODEL_PATH", env) or env_value("MODEL_PATH", env),
                    help="HF model folder (env BASE_MODEL_PATH / MODEL_PATH; default: embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--host", default=env.get("OPENCLAW_HOST") or "127.0.0.1",
+    p.add_argument("--host", default=env_value("OPENCLAW_HOST", env) or "127.0.0.1",
                    help="bind address (env OPENCLAW_HOST; default 127.0.0.1)")
     p.add_argument("--port", type=int, default=_env_int(env, "OPENCLAW_PORT", 8000),
                    help="port (env OPENCLAW_PORT; default 8000)")
     p.add_argument("--backend", choices=BACKENDS, default="hf",
                    help="hf: embedded transformers engine; sglang: launch/attach SGLang; vllm: attach to vLLM; "
                         "tinker: sample from a Tinker API (--model-path = base model, --engine-url or env TINKER_ENDPOINT, env TINKER_API_KEY)")
-    p.add_argument("--api-key", default=env.get("OPENCLAW_API_KEY") or None,
+    p.add_argument("--api-key", default=env_value("OPENCLAW_API_KEY", env),
                    help="required bearer key (env OPENCLAW_API_KEY); mandatory on a non-loopback host")
     p.add_argument("--served-model-name", default=None, help="model id reported by the API (default: model folder name)")
     p.add_argument("--dtype", choices=DTYPES, default="auto")

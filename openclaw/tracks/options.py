@@ -8,20 +8,21 @@ both follow from the fields.
         command_timeout: float = option(30.0, help="Wall-clock seconds per command")
 
 A field `command_timeout` is the flag `--command-timeout`. An option with `env` takes its default
-from that variable, read when the parser is built and again when the trainer's args leave the value
-unset (a caller that builds args by hand gets the same value the parser would have given).
+from that variable (declared in openclaw/environment.py, read through `env_value`), read when the
+parser is built and again when the trainer's args leave the value unset (a caller that builds args
+by hand gets the same value the parser would have given).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from openclaw.environment import env_value
 from openclaw.sandbox import SandboxConfig, SandboxSession, parallel_envs_from_env
 from openclaw.sandbox.episode import pool_for_running_loop
 
@@ -41,7 +42,7 @@ class OptionSpec:
     declared: bool = True  # False: the trainer's own flag, read here but declared by slime
 
     def default(self, static: Any) -> Any:
-        raw = os.environ.get(self.env) if self.env else None
+        raw = env_value(self.env) if self.env else None
         if raw is None:
             return static
         return self.parse(raw) if self.parse else raw
@@ -99,7 +100,7 @@ class TrackOptions:
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         """The track's flags (slime's extra-args-provider contract); values land in args."""
-        parser.add_argument("--env-type", default=os.environ.get("ENV_TYPE", cls.NAME), choices=[cls.NAME])
+        parser.add_argument("--env-type", default=env_value("ENV_TYPE") or cls.NAME, choices=[cls.NAME])
         for f, spec in _specs(cls):
             if spec.declared:
                 spec.add_to(parser, f.name, f.default)

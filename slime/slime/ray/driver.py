@@ -27,6 +27,7 @@ from slime.utils.checkpoint import (
     begin_checkpoint,
     commit_checkpoint,
 )
+from slime.utils.environment import env_value
 from slime.utils.types import Sample
 from slime.utils.weight_sync import WeightVersions
 
@@ -67,7 +68,7 @@ def init_ray(cfg: Any) -> None:
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    address = cfg.cluster.ray_address or (None if os.environ.get("RAY_ADDRESS") else "local")
+    address = cfg.cluster.ray_address or (None if env_value("RAY_ADDRESS") else "local")
     kwargs: dict[str, Any] = {"address": address, "log_to_driver": True, "include_dashboard": False} \
         if address == "local" else {"address": address}
     ray.init(**kwargs)

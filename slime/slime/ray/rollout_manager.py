@@ -29,6 +29,7 @@ from typing import Any
 
 from slime.ray.engine_process import LOOPBACK, EngineProcess, engine_bind_host, engine_program
 from slime.rollout.base_types import RolloutFnTrainOutput, normalize_rollout_output
+from slime.utils.environment import env_value
 from slime.utils.types import Sample
 
 
@@ -241,7 +242,7 @@ class RolloutManager:
         from slime.utils.weight_sync import push_to_engines
 
         if self.received_root is None:
-            parent = os.environ.get("SLIME_WEIGHT_SYNC_DIR")
+            parent = env_value("SLIME_WEIGHT_SYNC_DIR")
             if parent:
                 Path(parent).mkdir(parents=True, exist_ok=True)
             self.received_root = Path(tempfile.mkdtemp(prefix="slime-weights-recv-", dir=parent))

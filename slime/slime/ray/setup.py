@@ -4,7 +4,8 @@
                       and its engines, resume from --load (slime/train.py, slime/train_async.py)
     where="local"     in this process, without Ray: one training rank and the rollout manager as a
                       plain object, over engines that are already serving (--rollout-backend
-                      external); for a job whose engine lives next to the trainer (the runtime's demo)
+                      external); for a job whose engine lives next to the trainer (the runtime's demo);
+                      resume from --load
     where="torchrun"  rank 0 of a torchrun world (slime/train_grpo.py): this process's rank drives the
                       others by broadcast commands, the rollout manager is a plain object here
                       (embedded or external engines), resume from --load
@@ -16,7 +17,6 @@ known and the logger is open. A failure tears down what was started.
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +37,7 @@ from slime.ray.driver import (
 )
 from slime.ray.rollout_manager import check_engine_command
 from slime.utils.checkpoint import CheckpointMeta, load_meta, resolve_checkpoint
+from slime.utils.environment import env_value
 from slime.utils.weight_sync import WeightVersions
 
 if TYPE_CHECKING:
@@ -78,8 +79,6 @@ def run_inputs(cfg: Any, where: Where) -> RunInputs:
         if cfg.cluster.rollout_backend != "external":
             raise ValueError("an in-process run trains against engines that are already serving: "
                              "pass --rollout-backend external --rollout-external-engine-addrs HOST:PORT")
-        if cfg.checkpoint.load:
-            raise ValueError("an in-process run does not resume (--load): use slime/train.py")
     if where != "ray":  # no GPU for engines outside Ray: known now (on Ray, once placed)
         check_engine_command(cfg.to_namespace(), use_gpu=False)
     ckpt = resolve_checkpoint(cfg.checkpoint.load) if cfg.checkpoint.load else None
@@ -96,7 +95,7 @@ def setup(cfg: Any, *, where: Where = "ray", torchrun: TorchrunEnv | None = None
     if where == "torchrun" and torchrun is None:
         raise ValueError("where='torchrun' needs this process's torchrun env (slime.backends.fsdp.torchrun.torchrun_env)")
     inputs = run_inputs(cfg, where)
-    if where == "ray" and inputs.cfg.cluster.weight_sync_shared_storage and not os.environ.get("SLIME_WEIGHT_SYNC_DIR"):
+    if where == "ray" and inputs.cfg.cluster.weight_sync_shared_storage and not env_value("SLIME_WEIGHT_SYNC_DIR"):
         raise ValueError("--weight-sync-shared-storage: set SLIME_WEIGHT_SYNC_DIR to the shared folder (every "
                          "node must see it at the same path); without it the folders go to this node's /tmp")
     run = _new_run(inputs)
@@ -126,7 +125,7 @@ def _new_run(inputs: RunInputs) -> Run:
     """The run's record, resumed from the checkpoint's metadata when there is one. Weight-sync folders
     go to a private temp dir ($SLIME_WEIGHT_SYNC_DIR if set: on the engines' node or shared storage)."""
     cfg, meta = inputs.cfg, inputs.meta
-    sync_parent = os.environ.get("SLIME_WEIGHT_SYNC_DIR")
+    sync_parent = env_value("SLIME_WEIGHT_SYNC_DIR")
     if sync_parent:
         Path(sync_parent).mkdir(parents=True, exist_ok=True)
     sync_root = Path(tempfile.mkdtemp(prefix="slime-weights-", dir=sync_parent))
@@ -153,7 +152,8 @@ def _bring_up_here(run: Run, inputs: RunInputs, torchrun: TorchrunEnv | None) ->
     from slime.ray.local_group import LocalTrainGroup
 
     if torchrun is None:
-        run.train = LocalTrainGroup.one_rank(run.cfg, model_path=inputs.model_path)
+        run.train = LocalTrainGroup.one_rank(run.cfg, model_path=inputs.model_path,
+                                             trainer_state_dir=inputs.trainer_state_dir)
     else:
         from slime.backends.fsdp.torchrun import start_rank
 

@@ -14,6 +14,7 @@ import torch
 
 from slime.algorithms.kl import AdaptiveKLCoef
 from slime.ray.placement_group import node_info
+from slime.utils.environment import env_value
 from slime.utils.types import Sample
 
 KL_WEIGHT_KEY = "adaptive_kl_loss_coef"  # in a rank's trainer state, so a resumed run keeps its weight
@@ -103,7 +104,7 @@ class TrainRayActor:
         """Save as `save_hf` does, into a private folder on this node, and return its files
         (relative path -> bytes) for a rollout manager on another node; the folder is removed.
         Every rank takes part (the save is collective); only rank 0's answer has files."""
-        parent = os.environ.get("SLIME_WEIGHT_SYNC_DIR")  # where weights may go when /tmp is too small
+        parent = env_value("SLIME_WEIGHT_SYNC_DIR")  # where weights may go when /tmp is too small
         if parent:
             Path(parent).mkdir(parents=True, exist_ok=True)
         folder = tempfile.mkdtemp(prefix="slime-weights-send-", dir=parent)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import httpx
+
+from slime.utils.environment import env_value
 
 T = TypeVar("T")
 
@@ -41,7 +42,7 @@ API_KEY_ENV = "OPENCLAW_API_KEY"
 
 def engine_api_key() -> str | None:
     """The engines' API key from the environment, or None when the engines run without one."""
-    return os.environ.get(API_KEY_ENV) or None
+    return env_value(API_KEY_ENV)
 
 
 def auth_headers(api_key: str | None = None) -> dict[str, str]:

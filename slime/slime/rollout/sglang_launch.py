@@ -22,7 +22,6 @@ the training ones with --colocate). Under Ray the same lists become the engines'
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 
 from slime.ray.engine_process import EngineProcess
 from slime.rollout.sglang_command import SGLangLaunchConfig, build_router_command, build_sglang_launch_command
+from slime.utils.environment import env_value
 
 # --sglang-<name> values that are fields of SGLangLaunchConfig, with their types
 _TYPED_FIELDS: dict[str, type] = {
@@ -74,10 +74,10 @@ def _get(args: Any, name: str, default: Any = None) -> Any:
 
 
 def rollout_gpu_ids(args: Any, env: Mapping[str, str] | None = None) -> list[int]:
-    env = os.environ if env is None else env
     total = _num_rollout_gpus(args)
-    if env.get("ROLLOUT_GPUS"):
-        ids = [int(x) for x in env["ROLLOUT_GPUS"].split(",") if x.strip()]
+    listed = env_value("ROLLOUT_GPUS", env)
+    if listed:
+        ids = [int(x) for x in listed.split(",") if x.strip()]
         if len(ids) < total:
             raise ValueError(f"ROLLOUT_GPUS lists {len(ids)} GPUs but the rollout needs {total}")
         return ids[:total]

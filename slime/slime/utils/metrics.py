@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from slime.utils.environment import env_value
+
 # Reference metric names (DESIGN.md "Conventions users will expect").
 LOSS_TOTAL = "loss/total"
 LOSS_BINARY = "loss/binary"
@@ -167,7 +169,7 @@ class MetricsLogger:
         if use_tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            directory = tb_dir or os.environ.get("TENSORBOARD_DIR") or str(self.log_dir / "tensorboard")
+            directory = tb_dir or env_value("TENSORBOARD_DIR") or str(self.log_dir / "tensorboard")
             self._tb = SummaryWriter(log_dir=directory)
             self.tb_dir = directory
         self._human.info("logging to %s (metrics.jsonl, training.log)", self.log_dir.resolve())
@@ -190,7 +192,7 @@ class MetricsLogger:
     def _init_wandb(self, *, project, group, entity, directory, mode, run_id, key, host, name, config) -> Any:
         import wandb
 
-        mode = mode or os.environ.get("WANDB_MODE") or "online"
+        mode = mode or env_value("WANDB_MODE") or "online"
         directory = Path(directory or self.log_dir)
         directory.mkdir(parents=True, exist_ok=True)
         if key and mode == "online":

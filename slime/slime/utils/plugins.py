@@ -29,9 +29,10 @@ import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch is imported where a loss or reward is checked: loading an args provider needs none
+    import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -224,10 +225,12 @@ async def _maybe_await(value: Any) -> Any:
 # Loss
 # --------------------------------------------------------------------------------------------
 
-LossFn = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
+LossFn = Callable[..., "tuple[torch.Tensor, dict[str, torch.Tensor]]"]
 
 
 def _normalise_loss_output(out: Any, where: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    import torch
+
     metrics: dict[str, Any] = {}
     if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], Mapping):
         out, metrics = out
@@ -354,7 +357,8 @@ def _check_reward(value: Any, where: str) -> Any:
         return float(value)
     if isinstance(value, (int, float, Mapping)):
         return value
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
+    torch = sys.modules.get("torch")  # a tensor exists only if torch is loaded: no import for a float reward
+    if torch is not None and isinstance(value, torch.Tensor) and value.numel() == 1:
         return float(value.item())
     raise PluginError(f"{where} returned {type(value).__name__}; expected a float or a dict")
 

@@ -1,5 +1,6 @@
-"""`python slime/train.py` / `train_async.py` end to end on the tiny model with the embedded
-engine and a private local Ray instance: save, interrupt, resume; learning runs (slow)."""
+"""Save and resume on the tiny model with the embedded engine: in process (`setup(where="local")`,
+the default suite), and `python slime/train.py` / `train_async.py` end to end with a private local
+Ray instance: interrupt and resume, learning runs (slow)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from pathlib import Path
 
 import pytest
 from runtime_helpers import REPO, env, metrics, processes_mentioning, run_script, wait_for
+from slime.ray.loop import run_loop
+from slime.ray.setup import setup
+from slime.utils.arguments import parse_config
 
 
 def _rollout_files(folder):
@@ -32,6 +36,48 @@ def _holding_rm(tmp_path, hold_from_index):
     return rm, arm, held
 
 
+def _run_in_process(flags: list[str]) -> None:
+    run = setup(parse_config(flags, check_files=True), where="local", echo_steps=False)
+    try:
+        run_loop(run)
+    finally:
+        run.shutdown()
+
+
+def test_resume_continues_rollout_ids_data_order_and_weight_versions(tmp_path, task):
+    """The default suite's twin of the interrupt test below: a run of one rollout saves, a second
+    run loads it and goes on; between them every prompt and sample index is trained exactly once."""
+    from slime.ray.engine_process import EngineProcess
+
+    engine = EngineProcess(model_path=str(task.model), log_path=tmp_path / "engine.log",
+                           engine_command=task.engine_command)
+    engine.start()
+    try:
+        _save_then_resume(tmp_path, task, engine.url)
+    finally:
+        engine.stop()
+    assert not processes_mentioning(str(task.model)), "the engine outlived the test"
+
+
+def _save_then_resume(tmp_path, task, engine_url: str) -> None:
+    save, dumps = tmp_path / "ckpt", tmp_path / "rollouts"
+    flags = task.flags() + ["--rollout-backend", "external", "--rollout-external-engine-addrs", engine_url,
+                            "--rollout-batch-size", "2", "--n-samples-per-prompt", "2", "--save", str(save),
+                            "--save-interval", "1", "--save-debug-rollout-data", str(dumps / "{rollout_id}.jsonl")]
+    _run_in_process([*flags, "--num-rollout", "1"])
+    first = json.loads((save / "checkpoint-latest" / "slime_meta.json").read_text())
+    assert first["rollout_id"] == 0
+    _run_in_process([*flags, "--num-rollout", "3", "--load", str(save)])
+    assert [m["step"] for m in metrics(tmp_path / "logs")] == [0, 1, 2]  # step 0 from run 1, then resumed
+    final = json.loads((save / "checkpoint-latest" / "slime_meta.json").read_text())
+    assert final["rollout_id"] == 2 and final["weight_version"] == first["weight_version"] + 2
+    files = _rollout_files(dumps)
+    assert sorted(files) == [0, 1, 2]
+    assert [s["metadata"]["prompt_index"] for rid in range(3) for s in files[rid][::2]] == list(range(6))
+    assert sorted(s["index"] for rid in range(3) for s in files[rid]) == list(range(12))
+
+
+@pytest.mark.slow
 def test_interrupt_after_checkpoint_then_resume(tmp_path, task):
     model = task.model
     # 4 prompts x 4 samples per rollout: rollout 1 starts at sample index 16. The reward plugin

@@ -31,6 +31,7 @@ from slime.backends.fsdp.step_prefix import (
     run_step_prefix,
 )
 from slime.utils.checkpoint import rank_state, restore_rng_state
+from slime.utils.environment import env_value
 from slime.utils.metrics import optimizer_step_metrics
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ def init_distributed(rank: int, world_size: int, backend: str | None = None) -> 
     if world_size <= 1 and not cuda:
         return
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    if "MASTER_PORT" not in os.environ:
+    if env_value("MASTER_PORT") is None:
         import socket
 
         with socket.socket() as s:

@@ -10,11 +10,12 @@ only serve commands (`serve_commands`) until `shutdown`.
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from slime.ray.train_actor import TrainRayActor
+from slime.utils.environment import env_value
 
 
 @dataclass(frozen=True)
@@ -31,17 +32,17 @@ class TorchrunEnv:
         return max(1, self.world_size // self.local_world_size)
 
 
-def torchrun_env(env: dict[str, str] | None = None) -> TorchrunEnv:
+def torchrun_env(env: Mapping[str, str] | None = None) -> TorchrunEnv:
     """The rank layout torchrun put in the environment; an error naming the variable when absent."""
-    env = dict(os.environ if env is None else env)
-    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if not env.get(k)]
-    if missing:
-        raise RuntimeError(f"{', '.join(missing)} not set: start this with torchrun "
+    rank, world = env_value("RANK", env), env_value("WORLD_SIZE", env)
+    addr, port = env_value("MASTER_ADDR", env), env_value("MASTER_PORT", env)
+    if rank is None or world is None or addr is None or port is None:
+        named = (("RANK", rank), ("WORLD_SIZE", world), ("MASTER_ADDR", addr), ("MASTER_PORT", port))
+        raise RuntimeError(f"{', '.join(k for k, v in named if v is None)} not set: start this with torchrun "
                            "(torchrun --nproc_per_node=N slime/train_grpo.py ...), or use slime/train.py")
-    world = int(env["WORLD_SIZE"])
-    return TorchrunEnv(rank=int(env["RANK"]), world_size=world, local_rank=int(env.get("LOCAL_RANK", env["RANK"])),
-                       local_world_size=int(env.get("LOCAL_WORLD_SIZE", world)),
-                       master_addr=env["MASTER_ADDR"], master_port=int(env["MASTER_PORT"]))
+    return TorchrunEnv(rank=int(rank), world_size=int(world), local_rank=int(env_value("LOCAL_RANK", env) or rank),
+                       local_world_size=int(env_value("LOCAL_WORLD_SIZE", env) or world),
+                       master_addr=addr, master_port=int(port))
 
 
 def start_rank(cfg: Any, tr: TorchrunEnv, model_path: str, trainer_state_dir: str | None) -> TrainRayActor:

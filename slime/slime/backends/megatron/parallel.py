@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 from slime.backends.megatron.cpu_compat import apply_cpu_compat
+from slime.utils.environment import env_value
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def init_megatron(rank: int, world_size: int, layout: ParallelLayout, seed: int)
     if on_cpu:
         device = torch.device("cpu")
     else:
-        local_rank = int(os.environ.get("LOCAL_RANK", rank % max(1, torch.cuda.device_count())))
+        local_rank = int(env_value("LOCAL_RANK") or rank % max(1, torch.cuda.device_count()))
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
     if not dist.is_initialized():

@@ -17,6 +17,7 @@ from slime.utils.args.refusals import unknown_message
 from slime.utils.args.sections import SECTIONS
 from slime.utils.args.train_config import TrainConfig, build_config
 from slime.utils.args.validate import check_eval_files
+from slime.utils.environment import env_value
 
 # One logger for everything the config says (callers filter on it), whichever part says it.
 logger = logging.getLogger("slime.utils.arguments")
@@ -26,9 +27,10 @@ def _env_defaults(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> di
     out: dict[str, Any] = {}
     for dest, (_, f, _) in field_specs().items():
         name = f.metadata["env"]
-        if name and env.get(name, "") != "":
+        value = env_value(name, env) if name else None
+        if value is not None:
             action = parser._option_string_actions[flag_name(dest)]
-            out[dest] = coerce(action, env[name], f"environment variable {name}")
+            out[dest] = coerce(action, value, f"environment variable {name}")
     return out
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import uuid
 from pathlib import Path
@@ -28,6 +27,7 @@ import httpx
 from openclaw.buffer import TrajectoryBuffer
 from openclaw.buffer.errors import BufferNotFoundError
 from openclaw.buffer.exchange import export_sessions
+from openclaw.environment import env_value
 
 log = logging.getLogger("openclaw_combine.test_rollout")
 
@@ -40,13 +40,13 @@ FOLLOW_UPS = ("Thanks, that helps.", "Can you make it shorter?", "That's not qui
 
 
 def _server_url() -> str:
-    host = os.environ.get("OPENCLAW_HOST") or "127.0.0.1"
+    host = env_value("OPENCLAW_HOST") or "127.0.0.1"
     host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    return f"http://{host}:{os.environ.get('OPENCLAW_PORT') or 8000}"
+    return f"http://{host}:{env_value('OPENCLAW_PORT') or 8000}"
 
 
 def _headers() -> dict[str, str]:
-    key = os.environ.get("OPENCLAW_API_KEY")
+    key = env_value("OPENCLAW_API_KEY")
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
@@ -94,12 +94,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="the server's --rl-buffer-dir (default $RL_BUFFER_DIR, else ./rl_buffer)")
     p.add_argument("--max-tokens", type=int, default=64)
     args = p.parse_args(argv)
-    debug = os.environ.get("OPENCLAW_DEBUG", "").lower() in ("1", "true", "yes") or \
-        os.environ.get("ROLLOUT_LOG_LEVEL", "").upper() == "DEBUG"
+    debug = (env_value("OPENCLAW_DEBUG") or "").lower() in ("1", "true", "yes") or \
+        (env_value("ROLLOUT_LOG_LEVEL") or "").upper() == "DEBUG"
     logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, format="%(name)s: %(message)s")
     if args.num_samples < 1:
         p.error("--num-samples must be >= 1")
-    buffer_dir = Path(args.rl_buffer_dir or os.environ.get("RL_BUFFER_DIR") or "rl_buffer")
+    buffer_dir = Path(args.rl_buffer_dir or env_value("RL_BUFFER_DIR") or "rl_buffer")
     try:
         # the buffer must be the server's: fail before sending anything if it is not there
         buf = TrajectoryBuffer.open(buffer_dir, create=False)
