@@ -131,7 +131,9 @@ async def test_writing_past_the_workspace_quota_is_bounded(mode):
         assert used <= quota  # the kernel refuses the write: a hard bound
         assert "No space left on device" in r.stderr
     else:
-        assert used <= quota + (64 << 20)  # soft: overshoot bounded by the watchdog's poll interval
+        # Soft: the overshoot is what the writer adds before the poller next runs: under 64 MB on an idle
+        # machine, 78 MB measured with the suite's other worker busy. It must still stop far short of 400 MB.
+        assert used <= quota + (128 << 20)
         assert r.killed_reason == "workspace_quota"
     assert listing.stdout == "cleaned\n"
     assert again.stdout == "ok\n" and again.limits_hit == ()

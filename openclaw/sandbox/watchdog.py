@@ -3,7 +3,8 @@
 While a command runs, it sums the memory of the episode's processes (private RSS), counts them,
 and measures the work dir; when a cap is crossed it asks for the command to be killed, with the
 reason. It is SOFT: the kernel does not refuse the allocation, fork or write, so a cap can be
-overshot by what the command does in one poll interval (50 ms; du is spaced out on big trees).
+overshot by what the command does before the poller next runs: one 50 ms interval on an idle
+machine, longer when other work holds the CPU (du is also spaced out on big trees).
 Per-process RLIMIT_AS / RLIMIT_FSIZE and the per-uid RLIMIT_NPROC still apply underneath.
 """
 
