@@ -28,6 +28,7 @@ from openclaw.buffer import TrajectoryBuffer
 from openclaw.buffer.exchange import export_sessions
 from openclaw.buffer.schema import DB_NAME
 from openclaw.environment import env_value
+from openclaw.httpapi.urls import server_url_from_env
 from openclaw.launch.progress import buffer_counts
 
 
@@ -61,11 +62,9 @@ def report(out_dir: Path, *, per_session: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    host = env_value("OPENCLAW_HOST") or "127.0.0.1"
-    host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     p = argparse.ArgumentParser(prog="collect_rollouts.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    p.add_argument("--api-endpoint", default=f"http://{host}:{env_value('OPENCLAW_PORT') or 8000}")
+    p.add_argument("--api-endpoint", default=server_url_from_env())
     p.add_argument("--output-dir", default=env_value("RL_BUFFER_DIR") or "./rollouts")
     p.add_argument("--session-aware", action="store_true",
                    help="sessions are always tracked; accepted as the default it names")

@@ -28,6 +28,7 @@ from openclaw.buffer import TrajectoryBuffer
 from openclaw.buffer.errors import BufferNotFoundError
 from openclaw.buffer.exchange import export_sessions
 from openclaw.environment import env_value
+from openclaw.httpapi.urls import server_url_from_env
 
 log = logging.getLogger("openclaw_combine.test_rollout")
 
@@ -37,12 +38,6 @@ QUESTIONS = (
     "Suggest a name for a grey cat.", "What is 12 times 7?", "Why is the sky blue?", "What is a haiku?",
 )
 FOLLOW_UPS = ("Thanks, that helps.", "Can you make it shorter?", "That's not quite right, try again.")
-
-
-def _server_url() -> str:
-    host = env_value("OPENCLAW_HOST") or "127.0.0.1"
-    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    return f"http://{host}:{env_value('OPENCLAW_PORT') or 8000}"
 
 
 def _headers() -> dict[str, str]:
@@ -107,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        ids = collect(args.server_url or _server_url(), args.num_samples, args.max_tokens, uuid.uuid4().hex[:8])
+        ids = collect(args.server_url or server_url_from_env(), args.num_samples, args.max_tokens, uuid.uuid4().hex[:8])
         sessions = list(export_sessions(buf, ids, tokens=False))
     except (RuntimeError, httpx.HTTPError) as exc:
         print(f"error: {exc}", file=sys.stderr)

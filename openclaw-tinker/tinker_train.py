@@ -39,8 +39,10 @@ import httpx
 from openclaw.bridge.source import BufferDataSource
 from openclaw.bridge.teacher import teacher_prompt_ids
 from openclaw.bridge.turns import turn_signal
+from openclaw.buffer.location import buffer_dir_from_env
 from openclaw.engines.tinker_engine import prompt_logprobs, tinker_service_client
 from openclaw.environment import env_value
+from openclaw.httpapi.urls import server_url_from_env
 from openclaw.methods import DEFAULT_METHOD, Method, MethodError, get_method, method_names
 
 LOSSES = ("ppo", "importance_sampling")
@@ -84,8 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-model", "--model-path", dest="base_model", default=env_value("MODEL_PATH"),
                    help="the base model as Tinker names it (env MODEL_PATH)")
     p.add_argument("--tokenizer-path", default=None, help="where the chat template/tokenizer is read (default: --base-model)")
-    p.add_argument("--rl-buffer-dir", dest="buffer_dir", type=Path, default=Path(env_value("RL_BUFFER_DIR") or "./rl_buffer"))
-    p.add_argument("--server-url", default=f"http://{env_value('OPENCLAW_HOST') or '127.0.0.1'}:{env_value('OPENCLAW_PORT') or '8000'}")
+    p.add_argument("--rl-buffer-dir", dest="buffer_dir", type=Path, default=Path(buffer_dir_from_env()))
+    p.add_argument("--server-url", default=server_url_from_env())
     p.add_argument("--tinker-url", default=env_value("TINKER_ENDPOINT"))
     p.add_argument("--loss", choices=LOSSES, default="ppo")
     p.add_argument("--lora-rank", type=int, default=32)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from openclaw.buffer.location import buffer_dir_from_env
 from openclaw.environment import env_value
 from openclaw.methods import get_method, method_arg, method_names
 
@@ -34,7 +35,7 @@ def _env_float(name: str, default: float | None) -> float | None:
 
 def add_buffer_arguments(parser: Parser) -> None:
     parser.add_argument("--rl-buffer-dir", dest="rl_buffer_dir",
-                        default=env_value("RL_BUFFER_DIR") or "./rl_buffer",
+                        default=buffer_dir_from_env(),
                         help="trajectory buffer written by `python -m openclaw.server --enable-rl-intercept "
                              "--rl-buffer-dir DIR` (env RL_BUFFER_DIR); it must exist")
     parser.add_argument("--buffer-consumer-id", dest="buffer_consumer_id", default=None,

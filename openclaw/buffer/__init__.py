@@ -80,6 +80,7 @@ Deleted rows are zeroed (secure_delete) and the WAL truncated after purges.
 from openclaw.buffer.duration import parse_duration
 from openclaw.buffer.errors import BufferFull, BufferNotFoundError
 from openclaw.buffer.files import wal_problems
+from openclaw.buffer.location import DEFAULT_BUFFER_DIR, buffer_dir_from_env
 from openclaw.buffer.records import (
     AWAITING,
     CLOSED,
@@ -106,6 +107,8 @@ from openclaw.buffer.store import TrajectoryBuffer
 from openclaw.buffer.writes import AppendOp, AttachOp, Batch, BatchResult, CountOp, FinalizeOp, Op
 
 __all__ = [
+    "DEFAULT_BUFFER_DIR",
+    "buffer_dir_from_env",
     "AWAITING",
     "CLOSED",
     "C_BAD_RECORD",

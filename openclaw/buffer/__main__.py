@@ -23,10 +23,10 @@ from openclaw.buffer.duration import parse_duration
 from openclaw.buffer.errors import BufferNotFoundError
 from openclaw.buffer.exchange import ImportFormatError, export_sessions, import_sessions, parse_sessions
 from openclaw.buffer.files import wal_problems
+from openclaw.buffer.location import buffer_dir_from_env
 from openclaw.buffer.records import TurnRecord
 from openclaw.buffer.schema import DB_NAME
 from openclaw.buffer.store import TrajectoryBuffer
-from openclaw.environment import env_value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _dir(args: argparse.Namespace) -> Path:
-    return Path(getattr(args, "dir", None) or env_value("RL_BUFFER_DIR") or "./rl_buffer")
+    return Path(getattr(args, "dir", None) or buffer_dir_from_env())
 
 
 def _open(args: argparse.Namespace, *, create: bool = False) -> TrajectoryBuffer:

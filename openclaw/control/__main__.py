@@ -16,19 +16,14 @@ from collections.abc import Sequence
 
 import httpx
 
+from openclaw.buffer.location import buffer_dir_from_env
 from openclaw.environment import env_value
-
-
-def _default_url() -> str:
-    host = env_value("OPENCLAW_HOST") or "127.0.0.1"
-    if host in ("0.0.0.0", "::"):
-        host = "127.0.0.1"
-    return f"http://{host}:{env_value('OPENCLAW_PORT') or 8000}"
+from openclaw.httpapi.urls import server_url_from_env
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m openclaw.control", description=__doc__.split("\n\n")[0])
-    p.add_argument("--url", default=_default_url(), help="the OpenClaw-RL server (default: %(default)s)")
+    p.add_argument("--url", default=server_url_from_env(), help="the OpenClaw-RL server (default: %(default)s)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the server")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="weight versions, their status and canary results")
@@ -39,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("retract",
                        help="remove a session everywhere (buffer, exports, hints, judge records, feedback) and roll "
                             "the served weights back to a checkpoint that predates it (openclaw/control/README.md)")
-    s.add_argument("--dir", "--rl-buffer-dir", dest="dir", default=env_value("RL_BUFFER_DIR") or "./rl_buffer",
+    s.add_argument("--dir", "--rl-buffer-dir", dest="dir", default=buffer_dir_from_env(),
                    help="buffer directory (env RL_BUFFER_DIR; default ./rl_buffer)")
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--session", default=None, help="session id")

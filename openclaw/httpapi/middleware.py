@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openclaw.httpapi.errors import OpenAIError
+from openclaw.httpapi.urls import WILDCARD_HOSTS
 
 log = logging.getLogger("openclaw.server")
 
@@ -191,7 +192,7 @@ class CrossSiteGuard:
                  allowed_origins: Iterable[str] = (), check_host: bool = True) -> None:
         self.app = app
         names = {host_name(h) for h in allowed_hosts} | LOOPBACK_NAMES
-        if bind_host not in ("", "0.0.0.0", "::"):
+        if bind_host not in WILDCARD_HOSTS:
             names.add(host_name(bind_host))
         self.hosts = frozenset(names)
         self.origins = frozenset(o.strip().rstrip("/").lower() for o in allowed_origins)

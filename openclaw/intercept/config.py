@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from openclaw.buffer.duration import parse_duration as _parse_duration
-from openclaw.environment import env_value
+from openclaw.buffer.location import DEFAULT_BUFFER_DIR as _BUFFER_DIR
+from openclaw.buffer.location import buffer_dir_from_env
 
 # The one definition of each intercept default (the server registers these flags through
 # add_intercept_args, so it never restates them).
-DEFAULT_BUFFER_DIR = Path("./rl_buffer")
+DEFAULT_BUFFER_DIR = Path(_BUFFER_DIR)
 DEFAULT_IDLE_TIMEOUT_S = 900.0
 DEFAULT_DURABILITY = "full"
 # Whether a turn's think block (found by the server's --reasoning-parser) is trained:
@@ -141,8 +142,8 @@ def add_intercept_args(parser: argparse.ArgumentParser, env: Mapping[str, str] |
     env = os.environ if env is None else env
     g = parser.add_argument_group("RL intercept")
     if include_core:
-        g.add_argument("--rl-buffer-dir", default=env_value("RL_BUFFER_DIR", env) or str(DEFAULT_BUFFER_DIR),
-                       help=f"trajectory buffer directory, created 0700 (env RL_BUFFER_DIR; default {DEFAULT_BUFFER_DIR})")
+        g.add_argument("--rl-buffer-dir", default=buffer_dir_from_env(env),
+                       help=f"trajectory buffer directory, created 0700 (env RL_BUFFER_DIR; default {_BUFFER_DIR})")
         g.add_argument("--rl-buffer-max-mb", type=float, default=None,
                        help="bound on live buffer data: evict fully consumed records, then refuse (counted)")
         g.add_argument("--session-idle-timeout", default=str(DEFAULT_IDLE_TIMEOUT_S),

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from slime.utils.net import is_loopback
 
+from openclaw.httpapi.urls import WILDCARD_HOSTS
 from openclaw.launch.checks import (
     check_backend,
     check_judge_paths,
@@ -457,7 +458,7 @@ def _server_address_for_trainer(s: Settings) -> str:
     this node (loopback). On a cluster (RAY_ADDRESS) it may run on another node: a server listening on
     every interface is reached at this node's IP, discovered the way Ray finds a node's own address
     (the interface that routes to the head); a loopback-only server cannot be reached and is refused."""
-    wildcard = s.host in ("0.0.0.0", "::", "")
+    wildcard = s.host in WILDCARD_HOSTS
     if s.ray_address is None:
         return "127.0.0.1" if wildcard else s.host
     head = s.ray_address.split("://", 1)[-1].rsplit(":", 1)[0]

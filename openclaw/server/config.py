@@ -18,6 +18,7 @@ from slime.utils.net import is_loopback
 
 from openclaw.environment import env_value
 from openclaw.httpapi.config import ConfigError
+from openclaw.httpapi.urls import client_url
 from openclaw.intercept.config import InterceptConfig, InterceptConfigError, add_intercept_args
 from openclaw.judge.config import (
     NO_IN_PROCESS_JUDGE,
@@ -106,12 +107,7 @@ class ServerConfig:
 
     def base_url(self, port: int | None = None) -> str:
         """The URL clients use (a wildcard bind is reached through loopback)."""
-        host = self.host
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
-        if ":" in host:
-            host = f"[{host}]"
-        return f"http://{host}:{port or self.port}"
+        return client_url(self.host, port or self.port)
 
 
 
