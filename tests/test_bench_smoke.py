@@ -40,6 +40,12 @@ SMOKE: dict[str, tuple[list[str], str]] = {
         ["--cpu-turns", "8", "--llm-turns", "2", "--llm-m", "1", "--llm-max-tokens", "4", "--workers", "1,2",
          "--llm-model-path", "{tiny}", "--out", "{out}/judge_throughput.md"],
         r"cpu judge 2 workers / 1 = (\d+\.\d+)"),
+    "main_loop_speed.py": (
+        # HEAD as the baseline: the clone's last commit, always present
+        ["--baseline-ref", "HEAD", "--rounds", "1", "--minutes", "0.5", "--out", "{out}/main_loop_speed.md",
+         "--workdir", "{out}/work", "--", "--model-path", "{tiny}", "--batch-size", "4", "--eval-limit", "2",
+         "--max-tokens", "8", "--eval-max-tokens", "8", "--lr", "1e-2"],
+        r"steps per minute = (\d+\.\d+)"),
     "methods_learning.py": (
         ["--personas", "brief", "--methods", "combine", "--seeds", "0", "--out", "{out}/runs",
          "--report", "{out}/methods_learning.md",

@@ -26,6 +26,7 @@ import functools
 import json
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,7 @@ async def add_teacher(args: Any, samples: list[Sample], *, copy_without_hint: bo
     sem = asyncio.Semaphore(max(1, int(getattr(args, "opd_teacher_concurrency", 4) or 4)))
     hinted = [s for s in samples if s.metadata.get("hint")]
     gaps: list[float] = []
+    t0 = time.perf_counter()
     async with SGLangClient(engine_urls_from_args(args)[0], timeout=600) as client:
         async def one(s: Sample) -> None:
             prompt_ids = teacher_prompt_ids(tok, s.prompt, s.metadata.get("tools"), s.metadata["hint"])
@@ -162,5 +164,5 @@ async def add_teacher(args: Any, samples: list[Sample], *, copy_without_hint: bo
         if s.teacher_log_probs is None and copy_without_hint:
             s.teacher_log_probs = list(s.rollout_log_probs or [])
         s.validate()
-    return {"rollout/opd_hinted": float(len(hinted)),
+    return {"rollout/opd_hinted": float(len(hinted)), "rollout/teacher_s": time.perf_counter() - t0,
             "rollout/opd_teacher_minus_old_mean": sum(gaps) / len(gaps) if gaps else 0.0}

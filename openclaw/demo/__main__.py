@@ -90,6 +90,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--target", type=float, default=25.0, help="acceptance gain (points) the verdict requires")
     p.add_argument("--out", default="./demo_out")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile", action="store_true",
+                   help="time every phase (serving, judge, trainer phases, weight push, evaluation) against this "
+                        "machine's matmul peak; prints the table and writes profile.md (openclaw/demo/profile.py)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads per thread of work (serving and training run side by side; on a small or "
                         "busy machine, more threads than cores makes OpenMP spin and everything crawl)")
@@ -152,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
     from openclaw.buffer import TrajectoryBuffer
     from openclaw.demo import evaluate as ev
     from openclaw.demo import metrics, report
+    from openclaw.demo import profile as prof
     from openclaw.demo.presets import method_flags
     from openclaw.demo.trainer import BackgroundTrainer
     from openclaw.demo.users import SimulatedUsers
@@ -165,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
     from openclaw.server.runner import serve_in_background
 
     say = Progress()
+    # Timed first, before anything else loads the cores.
+    peak = {n: prof.matmul_peak_gflops(n) for n in sorted({args.threads, os.cpu_count() or 1})} if args.profile else {}
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     model_path = str(resolve_model_path(args.model_path))
@@ -212,12 +218,16 @@ def run(args: argparse.Namespace) -> int:
         kinds = frozenset({"hint+score", "hint", "score", "none"}) if args.reward == "length" else \
             trainable_kinds(args.method)
 
+        eval_work = prof.EngineWindow()  # the engine's work inside evaluations, kept out of the serving phase
+
         def measure(n: int) -> Any:
             with trainer.pause():
                 say(f"evaluating at {n} interactions ({len(heldout)} held-out prompts, {len(probe)} probe questions)")
+                eval_work.begin(engine.work.snapshot())
                 point = ev.evaluate(url, tok, persona, heldout, probe, interactions=n,
                                     weight_version=trainer.weight_version, max_tokens=args.eval_max_tokens,
                                     kl_model=trainer.model if trainer.weight_version > 0 else None)
+                eval_work.end(engine.work.snapshot())
                 if trainer.weight_version == 0:
                     point.kl_to_base = 0.0  # the untrained policy is the base model
             kl = "-" if point.kl_to_base is None else f"{point.kl_to_base:.3f}"
@@ -226,6 +236,8 @@ def run(args: argparse.Namespace) -> int:
             return point
 
         points = [measure(0)]
+        phase_t0, phase_cpu0, work0 = time.monotonic(), prof.process_cpu_seconds(), engine.work.snapshot()
+        eval_work.totals.clear()  # the base model's evaluation is before the phase
         trainer.start()
         users = SimulatedUsers(url, persona, ev.train_prompts(), seed=args.seed, max_tokens=args.max_tokens)
         milestones = sorted({max(1, round(args.interactions * k / args.evals)) for k in range(1, args.evals + 1)})
@@ -266,6 +278,9 @@ def run(args: argparse.Namespace) -> int:
         finally:
             watch.close()
         trainer.stop()
+        phase_wall, phase_cpu = time.monotonic() - phase_t0, prof.process_cpu_seconds() - phase_cpu0
+        work = {k: v - work0.get(k, 0.0) for k, v in engine.work.snapshot().items()}
+        judge_busy = judge.stats.busy_s
         if trainer.state.error is not None:
             raise RuntimeError(f"trainer failed: {trainer.state.error}") from trainer.state.error
         if points[-1].interactions != done:
@@ -286,6 +301,29 @@ def run(args: argparse.Namespace) -> int:
              + (" (length-only reward)" if args.reward == "length" else ""))
     png = report.plot(points, out / "learning.png", title)
     steps = trainer.state.steps
+    fresh = _freshness(buffer_dir, steps)
+    profile = None
+    if args.profile:
+        fpt = prof.forward_flops_per_token(trainer.model)
+        evals = [p.seconds for p in points[1:]]
+        profile = prof.Profile(
+            wall_s=phase_wall, cpu_s=phase_cpu, cores=os.cpu_count() or 1, steps=len(steps), interactions=done,
+            peak_gflops=peak,
+            phases=prof.engine_phases(work, eval_work.totals, fpt, args.threads)
+            + [prof.Phase("judge (CPU judge worker)", judge_busy)]
+            + prof.trainer_phases([s.metrics for s in steps], fpt, args.threads)
+            + [prof.Phase("evaluation (held-out, probe, KL; chat and training held)", sum(evals))],
+            notes=[f"threads: torch {args.threads} per thread of work; the engine's scheduler, the trainer and the "
+                   "judge are separate threads, so phases of different threads overlap in wall time",
+                   f"engine thread CPU/wall: prefill {work.get('prefill_cpu_s', 0) / max(work.get('prefill_s', 0), 1e-9):.2f}, "
+                   f"decode {work.get('decode_cpu_s', 0) / max(work.get('decode_s', 0), 1e-9):.2f} (below 1: waiting for a core)",
+                   f"tokens while chatting: prefill {work.get('prefill_tokens', 0) - eval_work.totals.get('prefill_tokens', 0):.0f}, "
+                   f"decode {work.get('decode_tokens', 0) - eval_work.totals.get('decode_tokens', 0):.0f} in "
+                   f"{work.get('decode_steps', 0) - eval_work.totals.get('decode_steps', 0):.0f} decode steps; trained "
+                   f"{sum(s.metrics.get('perf/train_tokens', 0) for s in steps):.0f} tokens; "
+                   f"{fpt / 1e6:.0f} MFLOP per token per forward",
+                   f"load average at the end: {os.getloadavg()[0]:.1f}"])
+        (out / "profile.md").write_text(profile.markdown() + "\n")
     summary = {
         "command": "python -m openclaw.demo " + " ".join(sys.argv[1:]), "persona": persona.to_dict(),
         "seed": args.seed, "method": args.method, "reward": args.reward, "interactions": done, "train_steps": len(steps),
@@ -296,6 +334,7 @@ def run(args: argparse.Namespace) -> int:
         "minutes": (time.monotonic() - say.t0) / 60, "verdict": result.status, "reason": result.reason,
         "metrics": learned, "sessions": sorted(sessions, key=lambda s: s["n"]),
         "points": [p.to_dict() for p in points], "steps": [s.__dict__ for s in steps],
+        "freshness": fresh, "profile": profile.to_dict() if profile else None,
     }
     (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
     print()
@@ -306,9 +345,28 @@ def run(args: argparse.Namespace) -> int:
     print()
     for line in report.metric_lines(learned):
         print(line)
+    if fresh.get("turns"):
+        print(f"freshness (turn answered -> served weights trained on it): median {fresh['median_s']:.0f} s, "
+              f"p90 {fresh['p90_s']:.0f} s over {fresh['turns']} trained turns")
+    if profile is not None:
+        print("\nprofile of the chat/training phase:\n" + profile.markdown())
     print(f"\nVERDICT: {result.status}: {result.reason}")
     print(f"plot: {png}\nresults: {out / 'results.json'}  ({summary['minutes']:.1f} min total)", flush=True)
     return 0
+
+
+def _freshness(buffer_dir: Path, steps: list[Any]) -> dict[str, float]:
+    """Seconds from each trained turn's answer to the push that served a version trained on it."""
+    from openclaw.buffer import TrajectoryBuffer
+    from openclaw.demo.profile import freshness
+
+    per_step = [(s.ended_at, s.weight_version, [int(x.metadata["turn_id"]) for x in s.samples_data]) for s in steps]
+    buf = TrajectoryBuffer.open(buffer_dir)
+    try:
+        answered = {t: rec.finished_at for _, _, ids in per_step for t in ids if (rec := buf.get_turn(t)) is not None}
+    finally:
+        buf.close()
+    return freshness(per_step, answered)
 
 
 def main(argv: list[str] | None = None) -> int:

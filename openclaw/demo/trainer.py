@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ class StepRecord:
     weight_version: int
     seconds: float
     metrics: dict[str, float]
+    ended_at: float  # wall time (time.time) after the step's weight push: its version is served from then on
     samples_data: list[Any] = field(default_factory=list, repr=False)  # the Samples trained on
 
 
@@ -95,7 +97,7 @@ class BackgroundTrainer:
         rec = StepRecord(step=len(self.state.steps), samples=len(samples), weight_version=run.weights.version,
                          seconds=float(metrics.get("time/train", 0.0)) + float(metrics.get("time/weight_sync", 0.0)),
                          metrics={k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))},
-                         samples_data=samples)
+                         ended_at=time.time(), samples_data=samples)
         self.state.steps.append(rec)
         self.state.trained_samples += len(samples)
         return rec

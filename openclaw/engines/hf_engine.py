@@ -39,8 +39,16 @@ from openclaw.engines.base import EngineBase, FinishReason, GenerationRequest, G
 from openclaw.engines.hf_batch import RunningBatch
 from openclaw.engines.hf_jobs import EngineClosed, Job
 from openclaw.engines.hf_scheduler import BatchScheduler
+from openclaw.engines.lora_merge import BaseWeights, read_lora
 from openclaw.engines.prefix_cache import PrefixKVCache
-from openclaw.engines.weights import is_adapter_folder, load_model, parse_dtype
+from openclaw.engines.weights import (
+    LoadedModel,
+    is_adapter_folder,
+    load_model,
+    parse_dtype,
+    resolve_adapter_base,
+)
+from openclaw.engines.work import EngineWork
 from openclaw.environment import env_value
 
 log = logging.getLogger(__name__)
@@ -101,6 +109,10 @@ class HFEngine(EngineBase, BatchScheduler):
         self._seed_rng = random.Random(int.from_bytes(os.urandom(8), "little"))
         self.steps = 0  # decode steps run (for tests/metrics)
         self.last_weight_update: dict[str, float] | None = None  # {"load_s", "pause_s", ...} of the last swap
+        self.work = EngineWork()
+        # Set while the served model is a full folder's weights plus in-memory LoRA merges only.
+        self._lora_base = BaseWeights(base_model_path) if model_path == base_model_path else None
+        self._push_lock = asyncio.Lock()  # one weight update at a time
         self._thread = threading.Thread(target=self._run, name="hf-engine-scheduler", daemon=True)
         self._thread.start()
 
@@ -224,10 +236,25 @@ class HFEngine(EngineBase, BatchScheduler):
     # ---- Engine protocol: control -------------------------------------------------------
     async def update_weights_from_disk(self, model_path: str, weight_version: int | None = None) -> tuple[bool, str]:
         """Load a full folder or PEFT adapter (merged) and swap it in between two decode steps."""
+        async with self._push_lock:
+            return await self._update_weights(model_path, weight_version)
+
+    def _load_for_swap(self, model_path: str) -> tuple[LoadedModel, bool]:
+        """The model to swap in, and whether it was merged in memory (a plain LoRA adapter on the
+        served base: lora_merge.py) rather than loaded from disk."""
+        base = self._lora_base
+        if base is not None and is_adapter_folder(model_path):
+            same_base = Path(resolve_adapter_base(Path(model_path), base.base_path)).resolve() == Path(base.base_path).resolve()
+            layers = read_lora(model_path) if same_base else None
+            model = base.merged_copy(self._model, layers) if layers is not None else None
+            if model is not None:
+                return LoadedModel(model=model, tokenizer_path=base.base_path, base_model_path=base.base_path), True
+        return load_model(model_path, self._dtype, str(self._device), self._base_model_path), False
+
+    async def _update_weights(self, model_path: str, weight_version: int | None) -> tuple[bool, str]:
         start = time.perf_counter()
         try:
-            loaded = await asyncio.to_thread(load_model, model_path, self._dtype, str(self._device),
-                                             self._base_model_path)
+            loaded, merged = await asyncio.to_thread(self._load_for_swap, model_path)
         except Exception:  # noqa: BLE001 - reported to the caller, engine keeps serving
             log.warning("update_weights_from_disk(%r) failed", model_path, exc_info=True)
             return False, unloadable_message(model_path)
@@ -250,6 +277,9 @@ class HFEngine(EngineBase, BatchScheduler):
             self._model_path = str(model_path)
             if not is_adapter_folder(model_path):
                 self._base_model_path = loaded.base_model_path
+                self._lora_base = BaseWeights(loaded.base_model_path)  # the new full weights are the base now
+            elif not merged:  # merged from disk: the base values of its layers are not kept
+                self._lora_base = None
             self._weight_version = weight_version if weight_version is not None else self._weight_version + 1
             if self._prefix_cache is not None:  # its KV came from the old weights
                 self._prefix_cache.clear()
@@ -258,7 +288,10 @@ class HFEngine(EngineBase, BatchScheduler):
         version, paused = await self._control(swap)
         await asyncio.to_thread(retired.clear)
         took = time.perf_counter() - start
-        self.last_weight_update = {"weight_version": version, "load_s": loaded_s, "pause_s": paused, "total_s": took}
+        self.last_weight_update = {"weight_version": version, "load_s": loaded_s, "pause_s": paused, "total_s": took,
+                                   "merged_in_memory": merged}
+        self.work.weight_loads += 1
+        self.work.weight_load_s += took
         return True, (f"Succeeded to update model weights from {model_path} (weight_version={version}, {took:.2f}s; "
                       f"decoding paused {paused * 1000:.1f} ms).")
 

@@ -28,6 +28,7 @@ from openclaw.engines.hf_batch import RunningBatch, left_padded
 from openclaw.engines.hf_jobs import EngineClosed, Job, advance_text, deliver, job_result
 from openclaw.engines.prefix_cache import PrefixKVCache
 from openclaw.engines.sampling import RowSampling, sample_batch, token_logprobs
+from openclaw.engines.work import EngineWork
 
 # The engine has one logger, whichever of its modules logs.
 log = logging.getLogger("openclaw.engines.hf_engine")
@@ -57,6 +58,7 @@ class BatchScheduler:
     _closed: bool
     _batch: RunningBatch
     _admitting: list[Job]  # taken from the inbox, being prefilled (not yet in the batch)
+    work: EngineWork
 
     def _run(self) -> None:
         with torch.inference_mode():
@@ -98,11 +100,13 @@ class BatchScheduler:
                             fut.set_exception(exc)
                     controls = []
                     if admit:
-                        self._prefill(admit)
+                        with self.work.timed("prefill", sum(len(j.req.input_ids) for j in admit)):
+                            self._prefill(admit)
                         with self._cond:
                             self._admitting = []
                     if self._batch.rows and not self._paused:
-                        self._decode_step()
+                        with self.work.timed("decode", len(self._batch.rows)):
+                            self._decode_step()
                 except Exception as exc:  # noqa: BLE001 - fail the batch, keep the engine alive
                     log.exception("engine step failed")
                     for job in self._batch.rows + admit:

@@ -36,7 +36,8 @@ class LoadedModel:
     base_model_path: str  # the full-model folder the weights came from (== path unless adapter)
 
 
-def _resolve_base(adapter_dir: Path, fallback_base: str | None) -> str:
+def resolve_adapter_base(adapter_dir: Path, fallback_base: str | None) -> str:
+    """The full-model folder an adapter is applied to: the one it names, else `fallback_base`."""
     cfg = json.loads((adapter_dir / "adapter_config.json").read_text())
     named = cfg.get("base_model_name_or_path")
     if named and Path(named).is_dir():
@@ -57,7 +58,7 @@ def load_model(path: str | Path, dtype: torch.dtype, device: str, fallback_base:
     if is_adapter_folder(folder):
         from peft import PeftModel
 
-        base_path = _resolve_base(folder, fallback_base)
+        base_path = resolve_adapter_base(folder, fallback_base)
         base = AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype)
         model = PeftModel.from_pretrained(base, str(folder)).merge_and_unload()
         has_tok = (folder / "tokenizer_config.json").is_file()

@@ -300,15 +300,18 @@ def staleness_metrics(sample_versions: Iterable[int], current_version: int, *, d
 
 
 def optimizer_step_metrics(reduced: Mapping[str, float], grad_norm: float, lr: float,
-                           started: float) -> dict[str, float]:
+                           started: float, phases: Mapping[str, float] | None = None) -> dict[str, float]:
     """A train step's metrics, from its sums reduced across ranks (private `_` entries dropped, the
     token count `_tokens` reported as perf/train_tokens), plus the gradient norm before clipping, the
-    learning rate the step used and the seconds since `started` (time.perf_counter)."""
+    learning rate the step used and the seconds since `started` (time.perf_counter). `phases`: this
+    rank's own seconds per phase (`_forward_s` -> perf/forward_time; not reduced: ranks run in step)."""
     out = {k: v for k, v in reduced.items() if not k.startswith("_")}
     out["gradient/norm"] = float(grad_norm)
     out["learning_rate"] = float(lr)
     out["perf/train_tokens"] = reduced.get("_tokens", 0.0)
     out["perf/step_time"] = time.perf_counter() - started
+    for name, seconds in (phases or {}).items():
+        out[f"perf/{name.strip('_').removesuffix('_s')}_time"] = float(seconds)
     return out
 
 

@@ -275,6 +275,7 @@ class FSDPTrainActor:
         metric_sums: dict[str, float] = {}
         n_tokens = 0
         self.optimizer.zero_grad(set_to_none=True)
+        phases = {"_forward_s": 0.0, "_backward_s": 0.0, "_optimizer_s": 0.0}  # this rank's own seconds
         prefix = self._step_prefix(self.model, tokens, resp, len(mbs))
         for k in range(n_target):
             if k < len(mbs):
@@ -284,18 +285,25 @@ class FSDPTrainActor:
             else:
                 continue
             rows = [indices[i] for i in mb.indices]
+            t = time.perf_counter()
             logits = self._forward(mb, prefix=prefix)
             mb_batch = self._micro_batch_dict(batch, rows, mb, logits)
             reducer = make_reducer(mb_batch["loss_masks"], per_token=bool(denominators.get("per_token", False)),
                                    num_samples=denominators["samples"], num_tokens=denominators["tokens"])
             loss, metrics = loss_call(mb_batch, logits, reducer)
+            phases["_forward_s"] += time.perf_counter() - t
+            t = time.perf_counter()
             (loss * weight).backward()
+            phases["_backward_s"] += time.perf_counter() - t
             if weight:
                 n_tokens += mb.num_tokens
                 for key, value in metrics.items():
                     metric_sums[key] = metric_sums.get(key, 0.0) + float(value)
         if prefix is not None:
+            t = time.perf_counter()
             prefix.backward()
+            phases["_backward_s"] += time.perf_counter() - t
+        t = time.perf_counter()
         self._all_reduce_grads()
         params = [p for p in self.model.parameters() if p.requires_grad]
         max_norm = self.cfg.clip_grad if self.cfg.clip_grad > 0 else float("inf")
@@ -309,9 +317,10 @@ class FSDPTrainActor:
         if self.offload_optimizer_state:
             self._move_optimizer_state(torch.device("cpu"))
         self.scheduler.step()
+        phases["_optimizer_s"] = time.perf_counter() - t
         self.global_step += 1
         metric_sums["_tokens"] = float(n_tokens)
-        return optimizer_step_metrics(self._reduce_metrics(metric_sums), grad_norm, lr, t0)
+        return optimizer_step_metrics(self._reduce_metrics(metric_sums), grad_norm, lr, t0, phases)
 
     def _micro_batch_dict(self, batch: dict[str, list], rows: list[int], mb: MicroBatch,
                           logits: torch.Tensor) -> dict[str, Any]:
