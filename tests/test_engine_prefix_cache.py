@@ -93,6 +93,25 @@ async def test_cached_prefill_gives_the_full_prefills_tokens_and_logprobs(engine
     assert stats["reused_tokens"] >= len(reqs[1].input_ids) - 1 + 2 * len(cached.tokenizer.encode(OPENING)) - 4
 
 
+async def test_a_conversations_next_turn_reuses_the_reply_it_extends(engines):
+    """A finished reply's KV is kept with its prompt's: the next request of the chat (prompt, reply,
+    a new message) runs only the new message, even for rows decoded in one left-padded batch with
+    other lengths, and gives the full prefill's tokens and log-probs."""
+    cached, plain = engines
+    cached.flush_cache()
+    first = [_request(cached, OPENING + PAGES[0], n=12), _request(cached, PAGES[1] + " Think first.", n=7)]
+    replies = await asyncio.gather(*(cached.generate(r) for r in first))
+    before = cached.prefix_cache_stats["reused_tokens"]
+    follow = tuple(cached.tokenizer.encode(" That was not it; try again."))
+    for req, reply in zip(first, replies, strict=True):
+        turn = GenerationRequest(req.input_ids + tuple(reply.output_ids) + follow, req.params, return_logprob=True)
+        got, want = await cached.generate(turn), await plain.generate(turn)
+        assert got.output_ids == want.output_ids
+        assert got.output_logprobs == pytest.approx(want.output_logprobs, abs=1e-4)
+    reused = cached.prefix_cache_stats["reused_tokens"] - before
+    assert reused == sum(len(r.input_ids) + len(o.output_ids) - 1 for r, o in zip(first, replies, strict=True))
+
+
 async def test_one_prompt_sampled_n_times_in_one_batch(engines):
     """A GRPO group arriving together: one forward for the prompt, each row sampled by its own seed,
     and each row's recorded log-probs are what a full prefill gives for its tokens. They are checked

@@ -189,8 +189,11 @@ def run(args: argparse.Namespace) -> int:
     print("=" * 78, flush=True)
 
     say("loading the serving engine and starting the server (OpenAI API + RL intercept)")
-    # Room for a whole evaluation set in one decode batch (45 held-out prompts).
-    engine = HFEngine.load(model_path, dtype="float32", device="cpu", max_batch_size=max(48, args.concurrency))
+    # Room for a whole evaluation set in one decode batch (45 held-out prompts). The prefix cache
+    # keeps each finished reply's KV: the user's answer to it (the session's next request) then
+    # prefills only its own words (~4k tokens: two rounds of sessions).
+    engine = HFEngine.load(model_path, dtype="float32", device="cpu", max_batch_size=max(48, args.concurrency),
+                           prefix_cache_tokens=4096)
     app = create_app(ServerConfig(rl=RLConfig(enabled=True, intercept=InterceptConfig(buffer_dir=buffer_dir, session_idle_timeout=900.0))),
                      engine=engine)
     server = serve_in_background(app)

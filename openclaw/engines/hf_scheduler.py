@@ -100,8 +100,11 @@ class BatchScheduler:
                             fut.set_exception(exc)
                     controls = []
                     if admit:
+                        reused = self._prefix_cache.stats.reused_tokens if self._prefix_cache is not None else 0
                         with self.work.timed("prefill", sum(len(j.req.input_ids) for j in admit)):
                             self._prefill(admit)
+                        if self._prefix_cache is not None:  # count the tokens run, not those a hit skipped
+                            self.work.prefill_tokens -= self._prefix_cache.stats.reused_tokens - reused
                         with self._cond:
                             self._admitting = []
                     if self._batch.rows and not self._paused:
@@ -322,7 +325,28 @@ class BatchScheduler:
         events: list[tuple[Job, object]] = []
         batch.last_tokens = self._sample_and_emit(batch.rows, logits[:, -1, :].float(), events)
         deliver(events)
+        if self._prefix_cache is not None:
+            self._remember_finished()
         batch.remove_finished()
+
+    def _remember_finished(self) -> None:
+        """Keep the KV of each row that finished this step in the prefix cache: its prompt and all
+        of its reply but the last token (which was sampled, never run). A chat's next request starts
+        with exactly these tokens (the template closes the reply with the same end token), so only
+        the new message is prefilled."""
+        batch = self._batch
+        for r, job in enumerate(batch.rows):
+            if not job.done or job.cancelled or len(job.output_ids) < 2:
+                continue
+            ids = tuple(job.req.input_ids) + tuple(job.output_ids[:-1])
+            # Rows are left-padded: the row's own tokens are its last mask-sum columns, in order.
+            n = int(batch.mask[r].sum())
+            if n != len(ids):  # a layout this code does not expect: keep nothing rather than wrong KV
+                log.warning("prefix cache: request %s has %d cached positions for %d tokens; not kept", job.rid, n,
+                            len(ids))
+                continue
+            self._prefix_cache.store(ids, [(layer.keys[r:r + 1, :, -n:], layer.values[r:r + 1, :, -n:])
+                                           for layer in batch.cache.layers])
 
     def _sample_and_emit(self, rows: list[Job], logits: torch.Tensor, events: list) -> torch.Tensor:
         """Sample one token per row, queue its TokenEvent (and the result of a row it finishes) on
