@@ -35,6 +35,8 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("OPENCLAW_API_KEY", "the bearer key the server and engines require and their clients send "
            "(an environment variable, never a flag: flags show in ps)",
            "server, engine process, evaluation CLI, control CLI, combine scripts, tinker, swe-rl evaluation"),
+    EnvVar("OPENCLAW_API_KEYS_FILE", "a JSON file of per-user keys (users and admins): each user's key sees only "
+           "that user's sessions (the server's --api-keys-file)", "server"),
     EnvVar("OPENCLAW_SERVER_URL", "a running server whose buffer the trainer drains", "combine scripts"),
     EnvVar("SGLANG_RETURN_ORIGINAL_LOGPROB", "1 or true: the embedded engine returns log-probs before "
            "temperature and top-p, as SGLang does under the same variable", "server (hf engine)"),

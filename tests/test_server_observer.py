@@ -75,7 +75,7 @@ def test_turn_record_non_streaming(observed):
     assert t["request_id"] == r.id and t["served_model"] == r.model
     assert t["control"] == {"session_id": "sess-1", "turn_type": "main", "session_done": True, "opt_out": False,
                             "source": {"session_id": "header", "turn_type": "header", "session_done": "body",
-                                       "rl_opt_out": "body"}}
+                                       "rl_opt_out": "body"}, "user_id": "default"}
     assert t["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello\nthere"}]
     assert len(t["prompt_ids"]) == r.usage.prompt_tokens and len(t["output_ids"]) == r.usage.completion_tokens
     # log-probs were computed for the intercept although the client did not ask for them

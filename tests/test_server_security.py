@@ -96,6 +96,7 @@ def test_foreign_origin_is_refused(server, path, body):
 # A page can make the browser GET any URL without an Origin header (`<img src>`, a link): no route
 # that changes state may answer GET. These are the only GET routes, and each only reads.
 READ_ONLY_GETS = {"/health", "/v1/models", "/v1/models/{model_id:path}", "/v1/sessions/{session_id}/feedback",
+                  "/v1/sessions", "/v1/sessions/{session_id}",
                   "/v1/retractions", "/v1/ledger", "/v1/weights", "/dashboard", "/dashboard/state",
                   "/get_weight_version", "/get_model_info", "/get_server_info", "/health_generate",
                   "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"}  # FastAPI's docs (engine only)

@@ -2,7 +2,7 @@
 
   stats                         counts by state/type, sessions, consumers, bytes, counters
   tail [-n N] [--follow]        the latest turns, one line each (or --json)
-  export [--format json|jsonl] [--session ID ...] [--text-only] [-o FILE]
+  export [--format json|jsonl] [--session ID ...] [--user ID] [--text-only] [-o FILE]
   import FILE [--tokenizer PATH] [--no-redact]
   verify                        SQLite integrity_check + buffer invariants (exit 1 on problems)
   purge --session ID | --older-than 30d
@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=("json", "jsonl"), default="json")
     s.add_argument("--session", action="append", default=None, help="only this session (repeatable)")
     s.add_argument("--text-only", action="store_true", help="leave out token ids and log-probs")
+    s.add_argument("--user", default=None, help="only this user's sessions (per-user servers: --api-keys-file)")
     s.add_argument("-o", "--out", default="-", help="output file (default stdout); written 0600")
     s = sub.add_parser("import", parents=[common], help="sessions from reference JSON / JSONL")
     s.add_argument("file", help="JSON or JSONL file ('-' for stdin)")
@@ -130,7 +131,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     with _open(args) as b:
-        sessions = list(export_sessions(b, args.session, tokens=not args.text_only))
+        sessions = list(export_sessions(b, args.session, tokens=not args.text_only, user_id=args.user))
         if args.out != "-":  # recorded before the file exists: a retract can always find (and rewrite) it
             b.record_export(args.out, [s["session_id"] for s in sessions])
     if args.format == "json":

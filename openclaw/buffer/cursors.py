@@ -11,7 +11,8 @@ from openclaw.buffer.records import JUDGED
 
 
 def unconsumed_judged(c: sqlite3.Connection, consumer_id: str, limit: int, *, turn_type: str | None,
-                      min_weight_version: int | None, after_turn_id: int | None, session_id: str | None) -> list[int]:
+                      min_weight_version: int | None, after_turn_id: int | None, session_id: str | None,
+                      user_id: str | None = None) -> list[int]:
     q = (
         "SELECT t.turn_id FROM turns t WHERE t.state=? AND NOT EXISTS"
         " (SELECT 1 FROM consumed c WHERE c.consumer_id=? AND c.turn_id=t.turn_id)"
@@ -29,6 +30,9 @@ def unconsumed_judged(c: sqlite3.Connection, consumer_id: str, limit: int, *, tu
     if session_id is not None:
         q += " AND t.session_id=?"
         args.append(session_id)
+    if user_id is not None:  # index turns_user: (user_id, state, turn_id)
+        q += " AND t.user_id=?"
+        args.append(user_id)
     q += " ORDER BY t.turn_id LIMIT ?"
     args.append(int(limit))
     return [r[0] for r in c.execute(q, args).fetchall()]

@@ -19,6 +19,7 @@ from typing import Any
 
 from openclaw.buffer.records import READY, TURN_TYPES, TurnRecord
 from openclaw.buffer.store import TrajectoryBuffer
+from openclaw.buffer.users import session_owner
 from openclaw.buffer.writes import AppendOp, FinalizeOp
 
 
@@ -60,11 +61,14 @@ def export_turn(t: TurnRecord, *, tokens: bool = True) -> dict[str, Any]:
 
 
 def export_sessions(buf: TrajectoryBuffer, session_ids: Iterable[str] | None = None, *,
-                    tokens: bool = True) -> Iterator[dict[str, Any]]:
-    for sid in session_ids if session_ids is not None else buf.session_ids():
-        turns = buf.session_turns(sid)
+                    tokens: bool = True, user_id: str | None = None) -> Iterator[dict[str, Any]]:
+    """Sessions in the reference format, plus their owner (`user_id`); with `user_id`, only that
+    user's (a named session of another user is left out, as a missing one is)."""
+    for sid in session_ids if session_ids is not None else buf.session_ids(user_id=user_id):
+        turns = [t for t in buf.session_turns(sid) if user_id is None or t.user_id == user_id]
         if turns:
-            yield {"session_id": sid, "turns": [export_turn(t, tokens=tokens) for t in turns]}
+            yield {"session_id": sid, "user_id": turns[0].user_id,
+                   "turns": [export_turn(t, tokens=tokens) for t in turns]}
 
 
 def parse_sessions(text: str) -> list[dict[str, Any]]:
@@ -98,6 +102,12 @@ def parse_sessions(text: str) -> list[dict[str, Any]]:
             raise ImportFormatError(f"session #{i}: needs a non-empty string session_id")
         if "\x00" in s["session_id"] or len(s["session_id"]) > 256:
             raise ImportFormatError(f"session #{i}: session_id has NUL or is longer than 256 characters")
+        owner = s.get("user_id", session_owner(s["session_id"]))
+        if owner != session_owner(s["session_id"]):
+            # The stored id names its owner (openclaw.buffer.users): a mismatch would file the
+            # session under one user and show it to another.
+            raise ImportFormatError(f"session #{i}: user_id {owner!r} is not the owner its session_id names "
+                                    f"({session_owner(s['session_id'])!r}, see openclaw/buffer/users.py)")
         if not isinstance(s.get("turns"), list):
             raise ImportFormatError(f"session {s['session_id']!r}: needs a turns list")
         for j, t in enumerate(s["turns"]):
@@ -141,6 +151,7 @@ def import_sessions(buf: TrajectoryBuffer, sessions: list[dict[str, Any]], *, to
         judged: list[tuple[TurnRecord, dict[str, Any]]] = []
         for j, t in enumerate(s["turns"]):
             rec = _turn_record(sid, j, t, tokenizer, rep)
+            rec.user_id = session_owner(sid)
             if redactor is not None:
                 _redact_record(rec, redactor, rep)
             ops.append(AppendOp(rec))

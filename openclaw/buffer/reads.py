@@ -21,7 +21,7 @@ def load(c: sqlite3.Connection, ids: Sequence[int]) -> list[TurnRecord]:
         rows = c.execute(
             "SELECT turn_id, session_id, turn_index, turn_type, trainable, state, created_at, finished_at,"
             " weight_version, model, request_id, payload, msg_chunks, tools_chunk, prompt_chunks, response_ids,"
-            " response_logprobs, next_state, judgement, judge_attempts, judge_error FROM turns WHERE turn_id IN"
+            " response_logprobs, next_state, judgement, judge_attempts, judge_error, user_id FROM turns WHERE turn_id IN"
             f" ({','.join('?' * len(chunk))})",
             chunk,
         ).fetchall()
@@ -55,13 +55,17 @@ def _record(row: Sequence[Any], data: dict[bytes, Any]) -> TurnRecord:
         next_state=json.loads(row[17]) if row[17] is not None else None,
         metadata=p.get("metadata") or {}, turn_id=row[0], state=row[5],
         judgement=json.loads(row[18]) if row[18] is not None else None,
-        judge_attempts=row[19], judge_error=row[20],
+        judge_attempts=row[19], judge_error=row[20], user_id=row[21],
     )
 
 
-def latest_ids(c: sqlite3.Connection, after_turn_id: int, n: int, session_id: str | None) -> list[int]:
-    """The ids of the latest `n` turns after `after_turn_id` (optionally of one session), oldest first."""
+def latest_ids(c: sqlite3.Connection, after_turn_id: int, n: int, session_id: str | None,
+               user_id: str | None = None) -> list[int]:
+    """The ids of the latest `n` turns after `after_turn_id` (optionally of one session, of one
+    user), oldest first."""
     q = "SELECT turn_id FROM turns WHERE turn_id>?" + (" AND session_id=?" if session_id else "")
+    q += " AND user_id=?" if user_id is not None else ""
     q += " ORDER BY turn_id DESC LIMIT ?"
-    params: list[Any] = [after_turn_id] + ([session_id] if session_id else []) + [int(n)]
+    params: list[Any] = [after_turn_id] + ([session_id] if session_id else []) + (
+        [user_id] if user_id is not None else []) + [int(n)]
     return [r[0] for r in c.execute(q, params).fetchall()][::-1]

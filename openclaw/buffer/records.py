@@ -49,6 +49,7 @@ class TurnRecord:
     trainable: bool = True
     next_state: dict[str, Any] | None = None  # {"role", "content", "messages"}
     metadata: dict[str, Any] = field(default_factory=dict)
+    user_id: str = "default"  # whose session (openclaw.buffer.users); "default" before there were users
     # --- set by the buffer on read ---
     turn_id: int | None = None
     state: str | None = None
@@ -64,6 +65,8 @@ class TurnRecord:
             raise RecordError("session_id must be a non-empty string")
         if "\x00" in self.session_id:
             raise RecordError("session_id must not contain NUL")
+        if not isinstance(self.user_id, str) or not self.user_id:
+            raise RecordError("user_id must be a non-empty string")
         if self.turn_type not in TURN_TYPES:
             raise RecordError(f"turn_type must be one of {TURN_TYPES}, got {self.turn_type!r}")
         if self.turn_index is not None and (not isinstance(self.turn_index, int) or self.turn_index < 0):

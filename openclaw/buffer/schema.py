@@ -11,16 +11,18 @@ from pathlib import Path
 from openclaw.buffer.files import create_private_db, make_private
 
 DB_NAME = "buffer.sqlite3"
-SCHEMA_VERSION = 4
-# Older versions this code upgrades in place (their tables are a subset: the CREATE ... IF NOT
-# EXISTS statements below add what is missing, so the upgrade is only the version bump).
-UPGRADABLE_FROM = (2, 3)
+SCHEMA_VERSION = 5
+# Older versions this code upgrades in place: their tables are a subset (the CREATE ... IF NOT
+# EXISTS statements below add what is missing) and, before 5, `turns` and `sessions` lack
+# `user_id` (added by `_add_user_columns`: every old row belongs to "default").
+UPGRADABLE_FROM = (2, 3, 4)
 CHUNK_IDS = 1024  # prompt token ids per chunk
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
     turn_id INTEGER PRIMARY KEY AUTOINCREMENT,
     session_id TEXT NOT NULL,
+    user_id TEXT NOT NULL DEFAULT 'default',  -- version 5: the session's owner (openclaw.buffer.users)
     turn_index INTEGER NOT NULL,
     turn_type TEXT NOT NULL CHECK (turn_type IN ('main', 'side')),
     trainable INTEGER NOT NULL,
@@ -71,6 +73,7 @@ CREATE TABLE IF NOT EXISTS chunk_refs (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS sessions (
     session_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL DEFAULT 'default',  -- version 5
     created_at REAL NOT NULL,
     last_seen REAL NOT NULL,
     closed_at REAL,
@@ -156,6 +159,13 @@ CREATE TABLE IF NOT EXISTS trainer_files (
 ) WITHOUT ROWID;
 """
 
+# Version 5: per-user reads ("judged turns of user U", "sessions of user U") use these. Created
+# after the columns exist (an upgraded buffer gets them from `_add_user_columns`).
+USER_INDEXES = """
+CREATE INDEX IF NOT EXISTS turns_user ON turns(user_id, state, turn_id);
+CREATE INDEX IF NOT EXISTS sessions_user ON sessions(user_id, created_at)
+"""
+
 # Counter names (persisted, so `stats` shows them across restarts and processes).
 C_DROPPED_FULL = "dropped_buffer_full"  # records refused because the size bound was reached
 C_EVICTED = "evicted_consumed"  # fully consumed records deleted to make room
@@ -200,15 +210,28 @@ def connect(db: Path, *, busy_timeout_ms: int, durability: str, create: bool) ->
             v = conn.execute("PRAGMA user_version").fetchone()[0]
             if v == 0:
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            elif v in UPGRADABLE_FROM:  # the new tables were created above; existing rows are untouched
+            elif v in UPGRADABLE_FROM:  # the new tables were created above; existing rows are kept
+                _add_user_columns(conn)
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             elif v != SCHEMA_VERSION:
                 raise RuntimeError(f"{db}: schema version {v}, this code reads {SCHEMA_VERSION}")
+            for stmt in USER_INDEXES.split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
         make_private(db)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _add_user_columns(conn: sqlite3.Connection) -> None:
+    """Upgrade to version 5: `user_id` on turns and sessions, "default" for every existing row (a
+    constant default: SQLite adds the column without rewriting the table)."""
+    for table in ("turns", "sessions"):
+        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if "user_id" not in columns:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN user_id TEXT NOT NULL DEFAULT 'default'")
 
 
 @contextmanager

@@ -221,13 +221,15 @@ class TrajectoryBuffer:
         min_weight_version: int | None = None,
         after_turn_id: int | None = None,
         session_id: str | None = None,
+        user_id: str | None = None,
     ) -> list[TurnRecord]:
-        """Judged turns not yet consumed by `consumer_id`, oldest first. Does NOT mark them:
-        call `commit_consumed` with the trainer's checkpoint once they are trained on."""
+        """Judged turns not yet consumed by `consumer_id` (of one user with `user_id`), oldest
+        first. Does NOT mark them: call `commit_consumed` with the trainer's checkpoint once they
+        are trained on."""
         with self._lock:
             ids = cursors.unconsumed_judged(
                 self._conn, consumer_id, limit, turn_type=turn_type, min_weight_version=min_weight_version,
-                after_turn_id=after_turn_id, session_id=session_id,
+                after_turn_id=after_turn_id, session_id=session_id, user_id=user_id,
             )
             return reads.load(self._conn, ids)
 
@@ -257,17 +259,37 @@ class TrajectoryBuffer:
             ).fetchall()]
             return reads.load(self._conn, ids)
 
-    def latest_turns(self, n: int, *, after_turn_id: int = 0, session_id: str | None = None) -> list[TurnRecord]:
-        """The latest `n` turns after `after_turn_id` (optionally of one session), oldest first."""
+    def latest_turns(self, n: int, *, after_turn_id: int = 0, session_id: str | None = None,
+                     user_id: str | None = None) -> list[TurnRecord]:
+        """The latest `n` turns after `after_turn_id` (optionally of one session, of one user), oldest first."""
         with self._lock:
-            return reads.load(self._conn, reads.latest_ids(self._conn, after_turn_id, n, session_id))
+            return reads.load(self._conn, reads.latest_ids(self._conn, after_turn_id, n, session_id, user_id))
 
-    def session_ids(self, limit: int | None = None) -> list[str]:
-        q = "SELECT session_id FROM sessions ORDER BY created_at, session_id"
+    def session_ids(self, limit: int | None = None, *, user_id: str | None = None) -> list[str]:
+        """Stored session ids, oldest first (of one user with `user_id`)."""
+        q = "SELECT session_id FROM sessions" + (" WHERE user_id=?" if user_id is not None else "")
+        q += " ORDER BY created_at, session_id"
         if limit is not None:
             q += f" LIMIT {int(limit)}"
         with self._lock:
-            return [r[0] for r in self._conn.execute(q).fetchall()]
+            return [r[0] for r in self._conn.execute(q, () if user_id is None else (user_id,)).fetchall()]
+
+    def session_rows(self, *, user_id: str | None = None) -> list[dict[str, Any]]:
+        """One row per stored session (of one user with `user_id`), oldest first: ids, owner,
+        times, close reason and turn count; no text."""
+        q = ("SELECT s.session_id, s.user_id, s.created_at, s.last_seen, s.closed_at, s.close_reason,"
+             " (SELECT count(*) FROM turns t WHERE t.session_id=s.session_id) FROM sessions s")
+        q += " WHERE s.user_id=?" if user_id is not None else ""
+        with self._lock:
+            rows = self._conn.execute(q + " ORDER BY s.created_at, s.session_id",
+                                      () if user_id is None else (user_id,)).fetchall()
+        keys = ("session_id", "user_id", "created_at", "last_seen", "closed_at", "close_reason", "turns")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def session_user(self, session_id: str) -> str | None:
+        """The owner of a stored session (None: no such session row)."""
+        row = self._q1("SELECT user_id FROM sessions WHERE session_id=?", (session_id,))
+        return None if row is None else str(row[0])
 
     def iter_turns(self, *, after_turn_id: int = 0, batch: int = 256) -> Iterator[TurnRecord]:
         last = after_turn_id
@@ -285,9 +307,10 @@ class TrajectoryBuffer:
     def open_sessions(self) -> list[dict[str, Any]]:
         with self._lock:
             rows = self._conn.execute(
-                "SELECT session_id, created_at, last_seen, next_turn_index FROM sessions WHERE closed_at IS NULL"
+                "SELECT session_id, created_at, last_seen, next_turn_index, user_id FROM sessions WHERE closed_at IS NULL"
             ).fetchall()
-        return [{"session_id": r[0], "created_at": r[1], "last_seen": r[2], "next_turn_index": r[3]} for r in rows]
+        return [{"session_id": r[0], "created_at": r[1], "last_seen": r[2], "next_turn_index": r[3], "user_id": r[4]}
+                for r in rows]
 
     def _q1(self, q: str, args: Sequence[Any] = ()) -> Any:
         with self._lock:

@@ -175,12 +175,12 @@ def insert(c: sqlite3.Connection, r: TurnRecord, now: float, prep: Prepared) -> 
     if r.trainable and r.next_state is not None:
         state = READY
     cur = c.execute(
-        "INSERT INTO turns (session_id, turn_index, turn_type, trainable, state, created_at, finished_at,"
+        "INSERT INTO turns (session_id, user_id, turn_index, turn_type, trainable, state, created_at, finished_at,"
         " stored_at, weight_version, model, request_id, payload, msg_chunks, tools_chunk, prompt_chunks,"
         " response_ids, response_logprobs, n_prompt, n_response, next_state)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
-            r.session_id, r.turn_index, r.turn_type, int(r.trainable), state, r.created_at or now,
+            r.session_id, r.user_id, r.turn_index, r.turn_type, int(r.trainable), state, r.created_at or now,
             r.finished_at or now, now, int(r.weight_version), r.model, r.request_id, prep.payload,
             b"".join(h for h, _ in prep.messages), prep.tools[0] if prep.tools else None,
             b"".join(h for h, _ in prep.prompt), prep.response_ids, prep.logprobs,
@@ -188,11 +188,15 @@ def insert(c: sqlite3.Connection, r: TurnRecord, now: float, prep: Prepared) -> 
         ),
     )
     c.execute(
-        "INSERT INTO sessions (session_id, created_at, last_seen, next_turn_index) VALUES (?,?,?,?)"
+        "INSERT INTO sessions (session_id, user_id, created_at, last_seen, next_turn_index) VALUES (?,?,?,?,?)"
         " ON CONFLICT(session_id) DO UPDATE SET last_seen=excluded.last_seen,"
         " next_turn_index=max(next_turn_index, excluded.next_turn_index), closed_at=NULL, close_reason=NULL",
-        (r.session_id, now, now, r.turn_index + 1),
+        (r.session_id, r.user_id, now, now, r.turn_index + 1),
     )
+    owner = c.execute("SELECT user_id FROM sessions WHERE session_id=?", (r.session_id,)).fetchone()[0]
+    if owner != r.user_id:
+        # The intercept keeps users' session ids apart; this is the last line if a bug did not.
+        raise RecordError(f"turn of user {r.user_id!r} refused: its session belongs to another user")
     r.turn_id = int(cur.lastrowid)
     r.state = state
     return r.turn_id

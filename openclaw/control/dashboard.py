@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from openclaw.buffer import TurnRecord, content_text
+from openclaw.control.viewer import ADMIN_VIEW, Viewer
 
 CURVE_KEYS = ("reward/mean", "loss/total", "loss/binary", "loss/opd")
 MAX_TEXT = 600  # characters of a message shown per turn (the page is an overview, not an export)
@@ -37,14 +38,15 @@ def _user_message(rec: TurnRecord) -> str:
     return ""
 
 
-def sessions_view(buffer: Any, limit_turns: int = 200) -> list[dict[str, Any]]:
-    """Sessions of the newest `limit_turns` turns, newest session first."""
-    recs = buffer.latest_turns(limit_turns)
+def sessions_view(buffer: Any, limit_turns: int = 200, viewer: Viewer = ADMIN_VIEW) -> list[dict[str, Any]]:
+    """Sessions of the newest `limit_turns` turns `viewer` may see, newest session first."""
+    recs = buffer.latest_turns(limit_turns, user_id=viewer.user_id)
     feedback = buffer.feedback_for([int(r.turn_id) for r in recs]) if hasattr(buffer, "feedback_for") else {}
     sessions: dict[str, dict[str, Any]] = {}
     for rec in recs:
         judgement = rec.judgement or {}
-        entry = sessions.setdefault(rec.session_id, {"session_id": rec.session_id, "turns": [], "last_turn_id": 0})
+        entry = sessions.setdefault(rec.session_id, {"session_id": viewer.shown(rec.session_id), "user_id": rec.user_id,
+                                                     "turns": [], "last_turn_id": 0})
         entry["last_turn_id"] = max(entry["last_turn_id"], int(rec.turn_id))
         entry["turns"].append({
             "turn_id": rec.turn_id, "turn_index": rec.turn_index, "type": rec.turn_type, "state": rec.state,
@@ -103,22 +105,31 @@ def queue_view(buffer: Any) -> dict[str, Any]:
             "consumers": stats["consumers"], "used_bytes": stats["used_bytes"], "max_bytes": stats["max_bytes"]}
 
 
-def ledger_view(buffer: Any) -> dict[str, Any]:
-    """Per weight version: what it was trained on (the provenance ledger, `ledger.py`)."""
+def ledger_view(buffer: Any, viewer: Viewer = ADMIN_VIEW) -> dict[str, Any]:
+    """Per weight version: what it was trained on (the provenance ledger, `ledger.py`); a user's
+    view counts only their own turns."""
     from openclaw.control.ledger import ledger_summary
 
+    rows = None if viewer.identity.is_admin else viewer.rows(buffer.ledger())
     return {str(v["weight_version"]): {"steps": len(v["steps"]), "turns": v["turns"], "sessions": len(v["sessions"]),
-                                       "invalidated": v["invalidated"]} for v in ledger_summary(buffer)}
+                                       "invalidated": v["invalidated"]} for v in ledger_summary(buffer, rows)}
 
 
-def snapshot(buffer: Any | None, controller: Any, log_dir: Path | None, served_model: str) -> dict[str, Any]:
+def snapshot(buffer: Any | None, controller: Any, log_dir: Path | None, served_model: str,
+             viewer: Viewer = ADMIN_VIEW) -> dict[str, Any]:
+    """The page's state as `viewer` may see it: a user gets their own sessions and ledger counts,
+    and no buffer-wide counts (those are every user's traffic)."""
+    notes = [] if buffer is not None else ["the RL intercept is off: no sessions are recorded"]
+    if not viewer.identity.is_admin:
+        notes.append(f"signed in as user {viewer.identity.user_id!r}: your sessions only")
     return {
-        "ledger": ledger_view(buffer) if buffer is not None else {},
+        "ledger": ledger_view(buffer, viewer) if buffer is not None else {},
         "model": served_model,
         "served_version": controller.served_version,
         "weights": controller.listing(),
-        "sessions": sessions_view(buffer) if buffer is not None else [],
-        "buffer": queue_view(buffer) if buffer is not None else None,
+        "sessions": sessions_view(buffer, viewer=viewer) if buffer is not None else [],
+        "buffer": queue_view(buffer) if buffer is not None and viewer.identity.is_admin else None,
         "curves": curves(log_dir),
-        "notes": [] if buffer is not None else ["the RL intercept is off: no sessions are recorded"],
+        "user": {"id": viewer.identity.user_id, "role": viewer.identity.role},
+        "notes": notes,
     }

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from openclaw.buffer import TrajectoryBuffer
+from openclaw.control.viewer import ADMIN_VIEW, Viewer
 
 THUMBS = {"up": 1.0, "down": -1.0}
 MAX_COMMENT_CHARS = 4000  # a hint is a sentence or two; a page of text is a mistake, not a hint
@@ -61,9 +62,11 @@ class FeedbackTarget:
 
 
 def submit_feedback(buffer: TrajectoryBuffer, target: FeedbackTarget, rating: Any,
-                    comment: str | None = None) -> dict[str, Any]:
+                    comment: str | None = None, viewer: Viewer = ADMIN_VIEW) -> dict[str, Any]:
     """Validate, find the turn, store the rating durably. Returns the stored row (with
-    `changes`). FeedbackError 400 for a bad rating/comment/target, 404 for an unknown turn."""
+    `changes`, its session id as `viewer` names it). FeedbackError 400 for a bad
+    rating/comment/target, 404 for an unknown turn or one of another user's sessions (the same
+    answer: `viewer` learns nothing of other users' turns)."""
     canonical, score = rating_score(rating)
     if comment is not None:
         if not isinstance(comment, str):
@@ -75,14 +78,15 @@ def submit_feedback(buffer: TrajectoryBuffer, target: FeedbackTarget, rating: An
         turn = buffer.find_turn(request_id=target.completion_id)
         param = "id"
     elif target.session_id is not None and target.turn_index is not None:
-        turn = buffer.find_turn(session_id=target.session_id, turn_index=target.turn_index)
+        turn = buffer.find_turn(session_id=viewer.stored(target.session_id), turn_index=target.turn_index)
         param = "session_id"
     else:
         raise FeedbackError("name the turn: 'id' (a chat completion id), or 'session_id' and 'turn_index'", "id")
-    if turn is None:
+    if turn is None or not viewer.owns(turn[1]):
         raise FeedbackError(f"No stored turn for {target.describe()} (never served with the RL intercept on, "
                             "opted out, or purged).", param, status=404, code="turn_not_found")
-    return buffer.put_feedback(turn, canonical, score, comment)
+    row = buffer.put_feedback(turn, canonical, score, comment)
+    return {**row, "session_id": viewer.shown(row["session_id"])}
 
 
 @dataclass(frozen=True)

@@ -128,10 +128,11 @@ def session_versions(buffer: TrajectoryBuffer, session_id: str, *, valid_only: b
     return sorted({int(r["weight_version"]) for r in buffer.ledger(session_id=session_id, valid_only=valid_only)})
 
 
-def ledger_summary(buffer: TrajectoryBuffer) -> list[dict[str, Any]]:
-    """Per weight version: steps, turns, sessions, whether it was rolled back (for a dashboard)."""
+def ledger_summary(buffer: TrajectoryBuffer, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Per weight version: steps, turns, sessions, whether it was rolled back (for a dashboard).
+    `rows`: summarise these ledger rows (one user's) instead of the whole ledger."""
     by_version: dict[int, dict[str, Any]] = {}
-    for r in buffer.ledger():
+    for r in buffer.ledger() if rows is None else rows:
         v = by_version.setdefault(int(r["weight_version"]), {"weight_version": int(r["weight_version"]), "steps": set(),
                                                               "turns": 0, "sessions": set(), "invalidated": False})
         v["steps"].add(int(r["step"]))

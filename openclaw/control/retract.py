@@ -70,6 +70,12 @@ PAUSE_ENV = "OPENCLAW_RETRACT_PAUSE_AT"
 STATES = ("planned", "deleted", "purged", "done")
 
 
+def missing_session_message(session_id: str) -> str:
+    """The 404 for a session the caller cannot retract: one text for "never stored" and "another
+    user's", so the answer tells nothing about other users' ids."""
+    return f"No session '{session_id}' in the buffer (never stored, or already purged)."
+
+
 class RetractError(Exception):
     """A retract that cannot be done; `status` is the HTTP status to answer with."""
 
@@ -233,8 +239,7 @@ def plan_retract(buffer: TrajectoryBuffer, session_id: str, served_version: int 
     rows = buffer.ledger(session_id=session_id, valid_only=True)
     exports = buffer.exports_of(session_id)
     if not turns and not rows and not exports and session_id not in buffer.session_ids():
-        raise RetractError(f"No session '{session_id}' in the buffer (never stored, or already purged).",
-                           status=404, code="session_not_found")
+        raise RetractError(missing_session_message(session_id), status=404, code="session_not_found")
     trained_versions = sorted({int(r["weight_version"]) for r in rows})
     first_version = trained_versions[0] if trained_versions else None
     rollback_to: dict[str, Any] | None = None

@@ -1,4 +1,5 @@
-"""Pure ASGI middlewares: cross-site guard, API-key auth, request body size limit and read deadline.
+"""Pure ASGI middlewares: cross-site guard, API-key auth, per-user identity, request body size
+limit and read deadline.
 
 They answer in OpenAI's error shape themselves (they run outside FastAPI's exception handlers).
 """
@@ -10,12 +11,22 @@ import hmac
 import ipaddress
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openclaw.httpapi.errors import OpenAIError
+from openclaw.httpapi.identity import (
+    ADMIN_DEFAULT,
+    DEFAULT_USER,
+    ROLE_USER,
+    SCOPE_KEY,
+    USER_HEADER,
+    Identity,
+    KeyTable,
+    valid_user_id,
+)
 from openclaw.httpapi.urls import WILDCARD_HOSTS
 
 log = logging.getLogger("openclaw.server")
@@ -67,6 +78,70 @@ class APIKeyMiddleware:
             await send_error(send, OpenAIError(401, "Incorrect API key provided.", code="invalid_api_key"),
                              [(b"www-authenticate", b"Bearer")])
             return
+        await self.app(scope, receive, send)
+
+
+def _header_values(scope: Scope, key: bytes) -> list[str]:
+    return [value.decode("latin-1") for name, value in scope.get("headers", ()) if name == key]
+
+
+def _unauthorized(message: str) -> OpenAIError:
+    return OpenAIError(401, message, code="invalid_api_key")
+
+
+class IdentityMiddleware:
+    """Resolves who sends each request, once, into `scope["state"]["openclaw_user"]` (an
+    `Identity`; routes read it with `openclaw.httpapi.identity.scope_identity`).
+
+    With keys (`keys` not None) the key decides: none or an unknown one is a 401, and an
+    `X-OpenClaw-User` header naming anyone but the key's user is a 403 (a name is never accepted
+    and then ignored). Without keys (a loopback server) the header names the user, no header is the
+    admin "default" (the one-user server it always was). A header value that is not a user id is
+    a 400. A plain user reaching a route `admin_only(path)` says is refused (403)."""
+
+    def __init__(self, app: ASGIApp, keys: KeyTable | None, admin_only: Callable[[str], bool]) -> None:
+        self.app = app
+        self.keys = keys
+        self.admin_only = admin_only
+
+    def _identity(self, scope: Scope) -> Identity | OpenAIError:
+        named = _header_values(scope, USER_HEADER)
+        if len(named) > 1:
+            return OpenAIError(400, "Send X-OpenClaw-User once.", param="X-OpenClaw-User", code="invalid_user")
+        header = named[0].strip() if named else None
+        if header is not None and not valid_user_id(header):
+            return OpenAIError(400, "X-OpenClaw-User must be a user id of 1-64 characters from [A-Za-z0-9_.-].",
+                               param="X-OpenClaw-User", code="invalid_user")
+        if self.keys is None:
+            if header is None or header == DEFAULT_USER:
+                return ADMIN_DEFAULT
+            return Identity(header, ROLE_USER)
+        key = presented_key(scope)
+        if key is None:
+            return _unauthorized("Missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'.")
+        identity = self.keys.match(key)
+        if identity is None:
+            return _unauthorized("Incorrect API key provided.")
+        if header is not None and header != identity.user_id:
+            return OpenAIError(403, "X-OpenClaw-User names another user than the API key's: a key acts only "
+                                    "as its own user.", param="X-OpenClaw-User", code="user_mismatch")
+        return identity
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        identity = self._identity(scope)
+        if isinstance(identity, OpenAIError):
+            extra = [(b"www-authenticate", b"Bearer")] if identity.status == 401 else []
+            await send_error(send, identity, extra)
+            return
+        if not identity.is_admin and self.admin_only(scope["path"]):
+            await send_error(send, OpenAIError(403, f"{scope['path']} changes the served weights: it needs an "
+                                                    "admin key.", code="admin_only"))
+            return
+        # A fresh state dict: the identity belongs to this request only.
+        scope = {**scope, "state": {**scope.get("state", {}), SCOPE_KEY: identity}}
         await self.app(scope, receive, send)
 
 

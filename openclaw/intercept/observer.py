@@ -130,8 +130,10 @@ class InterceptObserver:
         or in the reply ("your passphrase is X")."""
         if self.redactor is None:
             return None
+        # The client's session id too: `_safe_session_id` learns its secret under the id before the
+        # user's namespace is added (`alice~redacted-...` is not `redacted-...`).
         self.secrets.learn(session_id, self.redactor.secrets_in(
-            [turn.messages, turn.tools, turn.text, turn.content, turn.tool_calls]))
+            [turn.messages, turn.tools, turn.text, turn.content, turn.tool_calls, turn.control.session_id]))
         return self.secrets.known(session_id)
 
     def _safe_session_id(self, session_id: str) -> str:
@@ -207,6 +209,7 @@ class InterceptObserver:
             request_id=turn.request_id,
             trainable=trainable,
             metadata=meta,
+            user_id=turn.control.user_id,
         )
         try:
             rec.validate()

@@ -7,6 +7,10 @@ Identification, in DESIGN.md's order:
   reply (fingerprints ignore tool-call ids, which OpenClaw rewrites, and OpenClaw's synthetic
   internal-context message, which is never kept in later history), 5. a new session.
 
+Sessions are per user (`control.user_id`): a client-chosen id is stored in its user's namespace
+(`openclaw.buffer.users.stored_session_id`), and continuity only matches the same user's
+sessions, so one user's request never lands in another user's session.
+
 The tracker is called from the event loop only (no awaits inside `observe`), so each decision
 and the state update it implies are atomic with respect to concurrent requests.
 """
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openclaw.buffer import TurnRecord
+from openclaw.buffer.users import stored_session_id
 from openclaw.intercept.config import InterceptConfig
 from openclaw.intercept.messages import (
     chain_hashes,
@@ -39,6 +44,7 @@ SRC_HEADER, SRC_BODY, SRC_RUNTIME, SRC_CONTINUITY, SRC_NEW = "header", "body", "
 @dataclass
 class _Session:
     session_id: str
+    user_id: str
     last_seen: float
     system_fp: bytes = b""
     pending: TurnRecord | None = None  # the last main turn, awaiting its next state
@@ -66,12 +72,12 @@ class SessionTracker:
         self.config = config
         self._safe_id = safe_session_id or (lambda sid: sid)
         self._sessions: dict[str, _Session] = {}
-        # continuity key -> session ids (most recent last). A key is the fingerprint of
+        # (user, continuity key) -> session ids (most recent last). A key is the fingerprint of
         # (request messages + reply) ("full") or of the request messages alone ("loose": the
         # client edited the reply it echoes, e.g. reformatted it). A think block echoed in front
         # of the answer, or dropped, still gives the full key (messages.message_digest).
-        self._full: dict[bytes, list[str]] = {}
-        self._loose: dict[bytes, list[str]] = {}
+        self._full: dict[tuple[str, bytes], list[str]] = {}
+        self._loose: dict[tuple[str, bytes], list[str]] = {}
 
     # ------------------------------------------------------------------ decisions
     def observe(
@@ -89,17 +95,18 @@ class SessionTracker:
         msgs = strip_internal(messages)
         hashes = chain_hashes(msgs, skip_system=True) if self.config.continuity else []
         sys_fp = system_fingerprint(msgs)
+        user = control.user_id
 
         sid, source = None, SRC_NEW
         if getattr(control, "session_id", None):
-            sid = self._safe_id(control.session_id)
+            sid = stored_session_id(user, self._safe_id(control.session_id))
             source = SRC_BODY if control.source.get("session_id") == "body" else SRC_HEADER
         if sid is None:
             rid = runtime_session_id(msgs)
             if rid:
-                sid, source = self._safe_id(rid), SRC_RUNTIME
+                sid, source = stored_session_id(user, self._safe_id(rid)), SRC_RUNTIME
         if sid is None and hashes:
-            sid = self._match(hashes, [m for m in msgs if m.get("role") not in ("system", "developer")], sys_fp)
+            sid = self._match(user, hashes, [m for m in msgs if m.get("role") not in ("system", "developer")], sys_fp)
             if sid is not None:
                 source = SRC_CONTINUITY
 
@@ -109,10 +116,10 @@ class SessionTracker:
         turn_type = (getattr(control, "turn_type", None) or ("side" if utility else None)
                      or self._rule_type(msgs, tools, continued=sid is not None))
         if sid is None:
-            sid = ("side-" if turn_type == "side" else "s-") + uuid.uuid4().hex
+            sid = stored_session_id(user, ("side-" if turn_type == "side" else "s-") + uuid.uuid4().hex)
         sess = self._sessions.get(sid)
         if sess is None:
-            sess = _Session(sid, now, sys_fp)
+            sess = _Session(sid, user, now, sys_fp)
             self._sessions[sid] = sess
         sess.last_seen = now
 
@@ -160,15 +167,15 @@ class SessionTracker:
         return "main"
 
     # ------------------------------------------------------------------ continuity index
-    def _match(self, hashes: list[bytes], msgs: list[dict[str, Any]], sys_fp: bytes) -> str | None:
+    def _match(self, user: str, hashes: list[bytes], msgs: list[dict[str, Any]], sys_fp: bytes) -> str | None:
         # Longest known prefix first; the full key (history + reply) beats the loose one. A
         # loose match needs an assistant message right after the prefix (an edited echo of
         # the reply): a request that merely repeats a known request is NOT a continuation,
         # or every chat opening with "hi" would join the first one that did.
         for i in range(len(hashes) - 1, -1, -1):
-            cands = self._full.get(hashes[i])
+            cands = self._full.get((user, hashes[i]))
             if not cands and i + 1 < len(msgs) and msgs[i + 1].get("role") == "assistant":
-                cands = self._loose.get(hashes[i])
+                cands = self._loose.get((user, hashes[i]))
             if cands:
                 return self._pick(cands, sys_fp)
         return None
@@ -185,18 +192,18 @@ class SessionTracker:
             return
         loose = hashes[-1]
         full = chain_hashes([reply_message(content, tool_calls)], skip_system=True, start=loose)[-1]
-        self._full.setdefault(full, []).append(sess.session_id)
-        self._loose.setdefault(loose, []).append(sess.session_id)
+        self._full.setdefault((sess.user_id, full), []).append(sess.session_id)
+        self._loose.setdefault((sess.user_id, loose), []).append(sess.session_id)
         sess.keys = [full, loose]
 
     def _unindex(self, sess: _Session) -> None:
         for key in sess.keys:
             for table in (self._full, self._loose):
-                lst = table.get(key)
+                lst = table.get((sess.user_id, key))
                 if lst and sess.session_id in lst:
                     lst.remove(sess.session_id)
                     if not lst:
-                        del table[key]
+                        del table[(sess.user_id, key)]
         sess.keys = []
 
     # ------------------------------------------------------------------ life cycle
@@ -213,9 +220,10 @@ class SessionTracker:
         return gone
 
     def restore(self, session_id: str, last_main: TurnRecord, last_seen: float) -> None:
-        """Rebuild a session from the buffer after a restart (its last main turn)."""
+        """Rebuild a session from the buffer after a restart (its last main turn, whose owner is
+        the session's)."""
         msgs = strip_internal(last_main.messages)
-        sess = _Session(session_id, last_seen, system_fingerprint(msgs))
+        sess = _Session(session_id, last_main.user_id, last_seen, system_fingerprint(msgs))
         self._sessions[session_id] = sess
         if self.config.continuity:
             self._index(sess, msgs, chain_hashes(msgs, skip_system=True), last_main.content, last_main.tool_calls)

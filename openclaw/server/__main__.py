@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_ready(port: int) -> None:
         print(ready_banner(config.base_url(port), state.served_model_name, state.engine.model_path,
-                           config.engine.backend, config.api_key, state.engine.max_context_len,
+                           config.engine.backend, "set" if config.has_keys else None, state.engine.max_context_len,
                            config.default_max_tokens, config.rl.enabled, str(config.rl.buffer_dir)), flush=True)
 
     try:

@@ -20,7 +20,7 @@ from openclaw.server.engine_loader import load_engine
 from openclaw.server.errors import OpenAIError, install_error_handlers
 from openclaw.server.hooks import TurnObserver
 from openclaw.server.judge_loader import judge_config, start_judge
-from openclaw.server.middleware import APIKeyMiddleware, BodyLimitMiddleware, CrossSiteGuard
+from openclaw.server.middleware import BodyLimitMiddleware, CrossSiteGuard, IdentityMiddleware, weight_route
 from openclaw.server.observer_loader import build_observer
 from openclaw.server.state import ServerState
 
@@ -46,6 +46,7 @@ def create_app(config: ServerConfig, engine: Engine | None = None, observer: Tur
     app); without `observer`, one is built from openclaw.intercept when `config.rl.enabled`."""
     if config.api_key is not None and (not config.api_key.strip() or config.api_key != config.api_key.strip()):
         raise ConfigError("the API key is blank or starts/ends with whitespace: no client could ever match it")
+    keys = config.key_table()
     owns_engine = engine is None
     if engine is None:
         engine = load_engine(config.engine, served_model_name=config.served_model_name)
@@ -103,16 +104,15 @@ def create_app(config: ServerConfig, engine: Engine | None = None, observer: Tur
     app.include_router(promotion_router(state))
     app.include_router(control_router(state))  # feedback, retract, ledger (openclaw/control/README.md)
     _mount_sglang_routes(app, engine)
-    # The last added runs first: the cross-site guard, auth, then the body limit (a client without
-    # the key gets 401 whatever it sends).
+    # The last added runs first: the cross-site guard, auth and identity, then the body limit (a
+    # client without a key gets 401 whatever it sends).
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes, body_timeout=config.body_timeout)
-    if config.api_key:
-        app.add_middleware(APIKeyMiddleware, api_key=config.api_key)
+    app.add_middleware(IdentityMiddleware, keys=keys, admin_only=weight_route)
     # Without a key the Host check is what stops DNS rebinding; with one, the key does (and the
     # server may be reached under any name), unless the operator lists its names.
     app.add_middleware(CrossSiteGuard, bind_host=config.host, allowed_hosts=config.allowed_hosts,
                        allowed_origins=config.allowed_origins,
-                       check_host=not config.api_key or bool(config.allowed_hosts))
+                       check_host=not config.has_keys or bool(config.allowed_hosts))
     return app
 
 

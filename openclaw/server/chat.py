@@ -23,6 +23,7 @@ from starlette.responses import Response
 
 from openclaw.engines.base import GenerationRequest, GenerationResult, SamplingParams, TokenEvent
 from openclaw.engines.textcheck import lone_surrogate_path
+from openclaw.httpapi.identity import scope_identity
 from openclaw.server.context_fit import fit_to_context
 from openclaw.server.errors import OpenAIError, validation_error
 from openclaw.server.hooks import CompletedTurn, RLControl
@@ -443,10 +444,11 @@ async def stream_chat(state: ServerState, plan: ChatPlan) -> AsyncIterator[str]:
 
 
 # ---- the route ----------------------------------------------------------------------------------
-def prepare_chat(state: ServerState, headers: Mapping[str, str], raw: bytes) -> ChatPlan:
-    """Everything between the bytes and the engine: parse, validate, render, tokenise."""
+def prepare_chat(state: ServerState, headers: Mapping[str, str], raw: bytes, user_id: str) -> ChatPlan:
+    """Everything between the bytes and the engine: parse, validate, render, tokenise. The turn
+    belongs to `user_id` (the request's identity)."""
     body = parse_json_object(raw)
-    control, body = extract_rl_control(headers, body)
+    control, body = extract_rl_control(headers, body, user_id)
     req = parse_request(body)
     return plan_chat(state, req, control)
 
@@ -456,7 +458,8 @@ async def chat_completions(request: Request) -> Response:
     raw = await request.body()
     # Parsing and tokenising a large body takes seconds of CPU: in a worker thread, so the event
     # loop keeps answering other clients (and /health) meanwhile.
-    plan = await asyncio.to_thread(prepare_chat, state, request.headers, raw)
+    user_id = scope_identity(request.scope).user_id
+    plan = await asyncio.to_thread(prepare_chat, state, request.headers, raw, user_id)
     if plan.req.stream:
         return ClosingStreamingResponse(stream_chat(state, plan), media_type="text/event-stream",
                                         headers={"cache-control": "no-cache", "x-accel-buffering": "no"})

@@ -18,6 +18,7 @@ from slime.utils.net import is_loopback
 
 from openclaw.environment import env_value
 from openclaw.httpapi.config import ConfigError
+from openclaw.httpapi.identity import KeyTable, load_key_file, single_key_table
 from openclaw.httpapi.urls import client_url
 from openclaw.intercept.config import InterceptConfig, InterceptConfigError, add_intercept_args
 from openclaw.judge.config import (
@@ -79,6 +80,9 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     api_key: str | None = None
+    # Per-user keys (openclaw.httpapi.identity.load_key_file); with api_key too, that key is an
+    # admin "default" beside them.
+    api_keys_file: Path | None = None
     served_model_name: str | None = None  # None: derived from the model folder
     max_body_mb: float = 32.0
     default_max_tokens: int = 2048
@@ -100,6 +104,17 @@ class ServerConfig:
             # Nothing would find the think block to mask: every token would still be trained.
             raise ConfigError("--rl-train-reasoning mask needs --reasoning-parser (e.g. qwen3): the parser "
                               "marks the think tokens the loss mask leaves out")
+
+    @property
+    def has_keys(self) -> bool:
+        return bool(self.api_key) or self.api_keys_file is not None
+
+    def key_table(self) -> KeyTable | None:
+        """Who each key is (read from the key file now: a malformed file is a ConfigError); None on
+        a keyless server, where `X-OpenClaw-User` names the user."""
+        if self.api_keys_file is not None:
+            return load_key_file(self.api_keys_file, self.api_key)
+        return single_key_table(self.api_key) if self.api_key else None
 
     @property
     def max_body_bytes(self) -> int:
@@ -141,6 +156,10 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
                         "tinker: sample from a Tinker API (--model-path = base model, --engine-url or env TINKER_ENDPOINT, env TINKER_API_KEY)")
     p.add_argument("--api-key", default=env_value("OPENCLAW_API_KEY", env),
                    help="required bearer key (env OPENCLAW_API_KEY); mandatory on a non-loopback host")
+    p.add_argument("--api-keys-file", default=env_value("OPENCLAW_API_KEYS_FILE", env), metavar="PATH",
+                   help="JSON file of per-user keys (env OPENCLAW_API_KEYS_FILE): "
+                        '{"users": {"alice": {"key": "..."}}, "admins": {"ops": {"key": "..."}}}; '
+                        "each user sees only their own sessions; --api-key, if also given, is an admin")
     p.add_argument("--served-model-name", default=None, help="model id reported by the API (default: model folder name)")
     p.add_argument("--dtype", choices=DTYPES, default="auto")
     p.add_argument("--device", default="auto", help="hf backend: auto | cpu | cuda | cuda:N")
@@ -250,6 +269,7 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
         host=args.host,
         port=args.port,
         api_key=args.api_key,
+        api_keys_file=Path(args.api_keys_file) if args.api_keys_file else None,
         served_model_name=args.served_model_name,
         max_body_mb=args.max_body_mb,
         default_max_tokens=args.default_max_tokens,
@@ -268,16 +288,17 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
         rl=_rl_config(args, judge_parser, judge_args),
     )
     check_security(config)
+    config.key_table()  # a malformed key file stops the start here, naming the file and the field
     return config
 
 
 def check_security(config: ServerConfig) -> None:
     """Refuse to expose an unauthenticated model to the network."""
-    if not is_loopback(config.host) and not config.api_key:
+    if not is_loopback(config.host) and not config.has_keys:
         raise ConfigError(
             f"refusing to bind {config.host}:{config.port} without an API key: anyone on the network "
-            "could use the model (and write to the RL buffer). Set --api-key or OPENCLAW_API_KEY, "
-            "or bind 127.0.0.1."
+            "could use the model (and write to the RL buffer). Set --api-key or OPENCLAW_API_KEY "
+            "(or --api-keys-file), or bind 127.0.0.1."
         )
 
 

@@ -7,6 +7,13 @@
                                           what was served before and after
     GET  /v1/retractions                  the retract journal
     GET  /v1/ledger[?version=N|session_id=ID]   ledger rows (+ per-version summary)
+    GET  /v1/sessions                     the caller's sessions (id, turns, times)
+    GET  /v1/sessions/{id}                one session in the export format (`python -m openclaw.buffer export`)
+
+Every route acts as the request's identity (`openclaw.control.viewer.Viewer`): a user's key
+reads and changes only that user's sessions, named by the ids the user chose; another user's
+session or turn gets the same 404 as one that does not exist. An admin sees every session by
+its stored id.
 
 Each request reads top to bottom: parse -> act on the buffer (in a worker thread: SQLite and
 fsync never block the event loop) -> respond. The rules live in `openclaw.control`; errors are
@@ -25,10 +32,13 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 
 from openclaw.buffer import TrajectoryBuffer
+from openclaw.buffer.exchange import export_sessions
 from openclaw.control.feedback import FeedbackError, FeedbackTarget, submit_feedback
 from openclaw.control.ledger import ledger_summary
-from openclaw.control.retract import RetractError, complete_pending, retract_session
+from openclaw.control.retract import RetractError, complete_pending, missing_session_message, retract_session
+from openclaw.control.viewer import Viewer
 from openclaw.engines.base import Engine
+from openclaw.httpapi.identity import scope_identity
 from openclaw.server.chat import parse_json_object
 from openclaw.server.errors import OpenAIError
 from openclaw.server.hooks import redact_attached_text
@@ -116,6 +126,16 @@ def _target(body: dict[str, Any]) -> FeedbackTarget:
     return FeedbackTarget(session_id=sid, turn_index=idx)
 
 
+def _viewer(request: Request) -> Viewer:
+    return Viewer(scope_identity(request.scope))
+
+
+def _no_session(session_id: str) -> OpenAIError:
+    """The one answer for a session that is not there for this caller (missing, purged, another user's)."""
+    return OpenAIError(404, f"No session '{session_id}' in the buffer (never stored, opted out, or purged).",
+                       param="session_id", code="session_not_found")
+
+
 def control_router(state: ServerState) -> APIRouter:
     buffers = _Buffer(state)
 
@@ -142,43 +162,69 @@ def control_router(state: ServerState) -> APIRouter:
                               code="missing_required_parameter")
         try:
             comment = redact_attached_text(state.observer, body.get("comment"))  # it becomes a hint: no secrets
-            row = await asyncio.to_thread(submit_feedback, buffers.get(), target, body["rating"], comment)
+            row = await asyncio.to_thread(submit_feedback, buffers.get(), target, body["rating"], comment,
+                                          _viewer(request))
         except FeedbackError as e:
             raise OpenAIError(e.status, str(e), param=e.param, code=e.code) from None
         return {"object": "feedback", **row}
 
     @router.get("/v1/sessions/{session_id}/feedback")
-    async def session_feedback(session_id: str) -> dict[str, Any]:
-        buf = buffers.get()
-        if not await asyncio.to_thread(buf.has_session, session_id):
-            raise OpenAIError(404, f"No session '{session_id}' in the buffer (never stored, opted out, or purged).",
-                              param="session_id", code="session_not_found")
-        rows = await asyncio.to_thread(buf.session_feedback, session_id)
-        return {"object": "list", "data": [{"object": "feedback", **r} for r in rows]}
+    async def session_feedback(session_id: str, request: Request) -> dict[str, Any]:
+        buf, viewer = buffers.get(), _viewer(request)
+        stored = viewer.stored(session_id)
+        if not viewer.owns(stored) or not await asyncio.to_thread(buf.has_session, stored):
+            raise _no_session(session_id)
+        rows = await asyncio.to_thread(buf.session_feedback, stored)
+        return {"object": "list", "data": [{"object": "feedback", **r} for r in viewer.rows(rows)]}
+
+    @router.get("/v1/sessions")
+    async def sessions(request: Request) -> dict[str, Any]:
+        viewer = _viewer(request)
+        rows = await asyncio.to_thread(buffers.get().session_rows, user_id=viewer.user_id)
+        return {"object": "list", "data": [{"object": "session", **r} for r in viewer.rows(rows)]}
+
+    @router.get("/v1/sessions/{session_id}")
+    async def export_session(session_id: str, request: Request) -> dict[str, Any]:
+        viewer = _viewer(request)
+        stored = viewer.stored(session_id)
+        found = await asyncio.to_thread(lambda: list(export_sessions(buffers.get(), [stored], tokens=False,
+                                                                     user_id=viewer.user_id)))
+        if not found or not viewer.owns(stored):
+            raise _no_session(session_id)
+        return {"object": "session", **found[0], "session_id": viewer.shown(stored)}
 
     @router.post("/v1/sessions/{session_id}/retract")
     async def retract(session_id: str, request: Request) -> dict[str, Any]:
         raw = await request.body()
         body = parse_json_object(raw) if raw.strip() else {}
         policy = body.get("policy", "stop")
+        viewer = _viewer(request)
+        stored = viewer.stored(session_id)
+        if not viewer.owns(stored):
+            raise OpenAIError(404, missing_session_message(session_id), code="session_not_found")
         engine = ServedEngine(state.engine, asyncio.get_running_loop(), getattr(state, "promotion", None))
         try:
-            result = await asyncio.to_thread(retract_session, buffers.get(), session_id, engine, policy)
+            result = await asyncio.to_thread(retract_session, buffers.get(), stored, engine, policy)
         except RetractError as e:
-            raise OpenAIError(e.status, str(e), param="policy" if "policy" in str(e) else None, code=e.code) from None
-        return result.to_json()
+            # A 404 names the id as the caller named it (a user never sees the stored form).
+            message = missing_session_message(session_id) if e.code == "session_not_found" else str(e)
+            raise OpenAIError(e.status, message, param="policy" if "policy" in message else None,
+                              code=e.code) from None
+        return {**result.to_json(), "session_id": viewer.shown(stored)}
 
     @router.get("/v1/retractions")
-    async def retractions() -> dict[str, Any]:
+    async def retractions(request: Request) -> dict[str, Any]:
         rows = await asyncio.to_thread(buffers.get().retractions)
-        return {"object": "list", "data": rows}
+        return {"object": "list", "data": _viewer(request).rows(rows)}
 
     @router.get("/v1/ledger")
-    async def ledger(version: int | None = None, session_id: str | None = None) -> dict[str, Any]:
-        buf = buffers.get()
-        rows = await asyncio.to_thread(buf.ledger, session_id=session_id, max_version=version,
-                                       valid_only=version is not None)
-        summary = await asyncio.to_thread(ledger_summary, buf)
-        return {"object": "list", "data": rows, "versions": summary, "served_version": state.engine.weight_version}
+    async def ledger(request: Request, version: int | None = None, session_id: str | None = None) -> dict[str, Any]:
+        buf, viewer = buffers.get(), _viewer(request)
+        rows = await asyncio.to_thread(buf.ledger, session_id=None if session_id is None else viewer.stored(session_id),
+                                       max_version=version, valid_only=version is not None)
+        mine = viewer.rows(rows)
+        every = None if viewer.identity.is_admin else viewer.rows(await asyncio.to_thread(buf.ledger))
+        summary = await asyncio.to_thread(ledger_summary, buf, every)
+        return {"object": "list", "data": mine, "versions": summary, "served_version": state.engine.weight_version}
 
     return router

@@ -28,6 +28,8 @@ from openclaw.control.dashboard import snapshot
 from openclaw.control.promotion import PromotionController, PromotionError, VersionRegistry
 from openclaw.control.retract import JournalView
 from openclaw.control.settings import ControlSettings
+from openclaw.control.viewer import Viewer
+from openclaw.httpapi.identity import scope_identity
 from openclaw.server.errors import OpenAIError
 from openclaw.server.prompting import user_prompt_ids
 from openclaw.server.state import ServerState
@@ -162,8 +164,9 @@ def promotion_router(state: ServerState, settings: ControlSettings | None = None
                                      "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'"})
 
     @router.get("/dashboard/state")
-    async def dashboard_state() -> dict[str, Any]:
+    async def dashboard_state(request: Request) -> dict[str, Any]:
+        # One user's view per key (an admin's: everything).
         return await asyncio.to_thread(snapshot, buffer.get(), controller, settings.train_log_dir,
-                                       state.served_model_name)
+                                       state.served_model_name, Viewer(scope_identity(request.scope)))
 
     return router

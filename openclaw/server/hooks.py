@@ -35,6 +35,8 @@ class RLControl:
     session_done: bool = False
     opt_out: bool = False
     source: dict[str, str] = field(default_factory=dict)  # key -> "header" | "body"
+    # Who sent it (the request's Identity, openclaw.httpapi.identity): sessions are per user.
+    user_id: str = "default"
 
 
 @dataclass

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from openclaw.httpapi.identity import DEFAULT_USER
 from openclaw.server.errors import OpenAIError
 from openclaw.server.hooks import RL_BODY_ALIASES, RL_CONTROL_FIELDS, RLControl
 
@@ -52,8 +53,10 @@ _CONVERT = {"session_id": _as_session_id, "turn_type": _as_turn_type,
             "session_done": lambda v: _as_bool("session_done", v), "rl_opt_out": lambda v: _as_bool("rl_opt_out", v)}
 
 
-def extract_rl_control(headers: Mapping[str, str], body: dict[str, Any]) -> tuple[RLControl, dict[str, Any]]:
-    """Returns the control fields and the body without them (the input dict is not modified)."""
+def extract_rl_control(headers: Mapping[str, str], body: dict[str, Any],
+                       user_id: str = DEFAULT_USER) -> tuple[RLControl, dict[str, Any]]:
+    """Returns the control fields (owned by `user_id`, the request's identity) and the body without
+    them (the input dict is not modified)."""
     found_body: dict[str, Any] = {}
     clean = dict(body)
     for key, aliases in RL_BODY_ALIASES.items():
@@ -75,5 +78,6 @@ def extract_rl_control(headers: Mapping[str, str], body: dict[str, Any]) -> tupl
         session_done=values.get("session_done", False),
         opt_out=values.get("rl_opt_out", False),
         source=source,
+        user_id=user_id,
     )
     return control, clean
