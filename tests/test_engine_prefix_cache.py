@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from openclaw.engines.base import GenerationRequest, SamplingParams
-from openclaw.engines.hf_engine import HFEngine
+from openclaw.engines.hf_engine import AUTO_PREFIX_CACHE_TOKENS, HFEngine
 from openclaw.engines.prefix_cache import MIN_REUSED_TOKENS, PrefixKVCache, common_prefix_len
 from openclaw.engines.serve import create_app, parse_args, serve_in_thread
 
@@ -184,3 +184,33 @@ def test_sliding_window_models_are_refused(tiny_model_path):
     tok = AutoTokenizer.from_pretrained(str(tiny_model_path))
     with pytest.raises(ValueError, match="sliding-window"):
         HFEngine(model, tok, str(tiny_model_path), str(tiny_model_path), "cpu", torch.float32, prefix_cache_tokens=64)
+
+
+def test_the_chat_server_caches_by_default_and_a_sliding_window_model_goes_without(tiny_model_path, tmp_path, caplog):
+    from openclaw.httpapi.config import ConfigError
+    from openclaw.server.config import EngineConfig, parse_config
+    from openclaw.server.engine_loader import load_engine
+
+    assert parse_config([], env={}).engine.prefix_cache_tokens is None  # automatic
+    assert parse_config(["--prefix-cache-tokens", "0"], env={}).engine.prefix_cache_tokens == 0
+    with pytest.raises(ConfigError, match="--prefix-cache-tokens must be >= 0"):
+        parse_config(["--prefix-cache-tokens", "-5"], env={})
+    engine = load_engine(EngineConfig(model_path=str(tiny_model_path)))
+    try:
+        assert engine.prefix_cache_stats is not None and engine._prefix_cache.max_tokens == AUTO_PREFIX_CACHE_TOKENS
+    finally:
+        asyncio.run(engine.shutdown())
+    sliding = tmp_path / "sliding"
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model_path))
+    model.config.layer_types = ["sliding_attention"] * model.config.num_hidden_layers
+    model.config.sliding_window = 16
+    model.save_pretrained(sliding)
+    AutoTokenizer.from_pretrained(str(tiny_model_path)).save_pretrained(sliding)
+    with caplog.at_level("WARNING", logger="openclaw.engines.hf_engine"):
+        engine = HFEngine.load(str(sliding), prefix_cache_tokens=None)
+    try:
+        assert engine.prefix_cache_stats is None and "prefix cache off" in caplog.text
+    finally:
+        asyncio.run(engine.shutdown())

@@ -56,6 +56,10 @@ log = logging.getLogger(__name__)
 SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
 
 
+# A chat's or an agent's whole prompt and reply (the OpenClaw CLI's trimmed 7,168-token prompt fits).
+AUTO_PREFIX_CACHE_TOKENS = 8192
+
+
 def unloadable_message(model_path: str) -> str:
     """The one answer for a folder that cannot be loaded, whatever the reason: the reason (missing
     folder, unreadable file, bad config, other vocabulary) would tell a caller which paths exist."""
@@ -120,8 +124,10 @@ class HFEngine(EngineBase, BatchScheduler):
     @classmethod
     def load(cls, model_path: str | None = None, dtype: str = "float32", device: str | None = None,
              max_batch_size: int = 16, original_logprobs: bool | None = None,
-             served_model_name: str | None = None, prefix_cache_tokens: int = 0) -> HFEngine:
-        """Load a full HF folder or PEFT adapter folder (None: the embedded SmolLM2)."""
+             served_model_name: str | None = None, prefix_cache_tokens: int | None = 0) -> HFEngine:
+        """Load a full HF folder or PEFT adapter folder (None: the embedded SmolLM2).
+        `prefix_cache_tokens` None: AUTO_PREFIX_CACHE_TOKENS, or off (with a warning) for a model with
+        sliding-window layers, whose KV the cache cannot reuse."""
         from transformers import AutoTokenizer
 
         from openclaw.models import resolve_model_path
@@ -131,6 +137,11 @@ class HFEngine(EngineBase, BatchScheduler):
         torch_dtype = parse_dtype(dtype)
         loaded = load_model(path, torch_dtype, dev)
         tokenizer = AutoTokenizer.from_pretrained(loaded.tokenizer_path)
+        if prefix_cache_tokens is None:
+            sliding = _has_sliding_window(loaded.model.config)
+            if sliding:
+                log.warning("prefix cache off: %s has sliding-window layers (the cache reuses full-attention KV)", path)
+            prefix_cache_tokens = 0 if sliding else AUTO_PREFIX_CACHE_TOKENS
         if original_logprobs is None:
             original_logprobs = (env_value("SGLANG_RETURN_ORIGINAL_LOGPROB") or "").lower() in ("1", "true")
         return cls(loaded.model, tokenizer, path, loaded.base_model_path, dev, torch_dtype, max_batch_size,

@@ -60,6 +60,9 @@ class EngineConfig:
     dtype: str = "auto"
     device: str = "auto"
     max_batch_size: int = 16
+    # hf: tokens of prompt + reply KV kept for the next request that starts with them (a chat's
+    # next turn, an agent's repeated system prompt and tools); None: the engine's automatic size.
+    prefix_cache_tokens: int | None = None
     # sglang / vllm: attach to a running server at this URL instead of launching one.
     engine_url: str | None = None
     tp_size: int = 1
@@ -164,6 +167,11 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=DTYPES, default="auto")
     p.add_argument("--device", default="auto", help="hf backend: auto | cpu | cuda | cuda:N")
     p.add_argument("--max-batch-size", "--max-running-requests", dest="max_batch_size", type=int, default=16, help="hf backend: max sequences decoded together")
+    p.add_argument("--prefix-cache-tokens", type=int, default=EngineConfig.prefix_cache_tokens,
+                   help="hf backend: keep the KV of recent prompts and replies, up to this many tokens, so a request "
+                        "that starts with them (a chat's next turn, an agent's system prompt and tools) prefills only "
+                        "the rest; 0: off; default: 8192 for full-attention models, off with a warning for "
+                        "sliding-window ones (SmolLM2-135M: 46 KB per token)")
     p.add_argument("--max-body-mb", type=float, default=32.0, help="reject request bodies larger than this (413)")
     p.add_argument("--default-max-tokens", type=int, default=2048,
                    help="completion length when the request sets no max_tokens (capped by the context)")
@@ -257,6 +265,8 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
         raise ConfigError(f"--port {args.port} is out of range 0..65535")
     if args.max_batch_size < 1:
         raise ConfigError("--max-batch-size must be >= 1")
+    if args.prefix_cache_tokens is not None and args.prefix_cache_tokens < 0:
+        raise ConfigError(f"--prefix-cache-tokens must be >= 0 (0: off), got {args.prefix_cache_tokens}")
     if args.max_body_mb <= 0:
         raise ConfigError("--max-body-mb must be > 0")
     if args.api_key is not None and (not args.api_key.strip() or args.api_key != args.api_key.strip()):
@@ -281,7 +291,8 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
         body_timeout=args.body_timeout,
         engine=EngineConfig(
             backend=args.backend, model_path=args.model_path, dtype=args.dtype, device=args.device,
-            max_batch_size=args.max_batch_size, engine_url=args.engine_url, tp_size=args.tp_size,
+            max_batch_size=args.max_batch_size, prefix_cache_tokens=args.prefix_cache_tokens,
+            engine_url=args.engine_url, tp_size=args.tp_size,
             mem_fraction_static=args.mem_fraction_static, context_length=args.context_length,
             reasoning_parser=args.reasoning_parser, tool_call_parser=args.tool_call_parser,
         ),

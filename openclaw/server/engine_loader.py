@@ -33,7 +33,7 @@ def load_engine(cfg: EngineConfig, served_model_name: str | None = None) -> Engi
         return HFEngine.load(
             cfg.model_path, dtype=resolve_dtype(cfg.dtype, cfg.device),
             device=None if cfg.device == "auto" else cfg.device, max_batch_size=cfg.max_batch_size,
-            served_model_name=served_model_name,
+            served_model_name=served_model_name, prefix_cache_tokens=cfg.prefix_cache_tokens,
         )
     if cfg.backend in ("sglang", "vllm"):
         return _load_remote(cfg, served_model_name)
