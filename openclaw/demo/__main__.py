@@ -325,6 +325,9 @@ def run(args: argparse.Namespace) -> int:
                    f"{work.get('decode_steps', 0) - eval_work.totals.get('decode_steps', 0):.0f} decode steps; trained "
                    f"{sum(s.metrics.get('perf/train_tokens', 0) for s in steps):.0f} tokens; "
                    f"{fpt / 1e6:.0f} MFLOP per token per forward",
+                   f"weight loads: {work.get('weight_loads', 0):.0f}, {work.get('weight_loads_merged_in_memory', 0):.0f} of "
+                   "them LoRA merges in memory; a load's seconds include waiting for the running prefill or "
+                   "decode step to end",
                    f"load average at the end: {os.getloadavg()[0]:.1f}"])
         (out / "profile.md").write_text(profile.markdown() + "\n")
     summary = {

@@ -302,6 +302,7 @@ class HFEngine(EngineBase, BatchScheduler):
         self.last_weight_update = {"weight_version": version, "load_s": loaded_s, "pause_s": paused, "total_s": took,
                                    "merged_in_memory": merged}
         self.work.weight_loads += 1
+        self.work.weight_loads_merged_in_memory += int(merged)
         self.work.weight_load_s += took
         return True, (f"Succeeded to update model weights from {model_path} (weight_version={version}, {took:.2f}s; "
                       f"decoding paused {paused * 1000:.1f} ms).")

@@ -23,6 +23,7 @@ class EngineWork:
     decode_tokens: int = 0
     decode_steps: int = 0
     weight_loads: int = 0
+    weight_loads_merged_in_memory: int = 0  # of those, LoRA pushes merged from kept base weights
     weight_load_s: float = 0.0
 
     @contextmanager
