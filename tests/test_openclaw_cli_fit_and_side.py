@@ -186,3 +186,24 @@ def test_utility_recognition_is_anchored() -> None:
     quoting = [{"role": "system", "content": "Be helpful."},
                {"role": "user", "content": "Why does my log say 'Pre-compaction memory flush.'?"}]
     assert openclaw_utility_kind(quoting) is None
+
+
+def test_an_agents_next_turn_gets_the_same_cut_so_its_prompt_extends_the_cached_one(server: tuple[str, Path]) -> None:
+    """Two turns of one agent: the same system prompt and tools, a short and a long message. The
+    system prompt loses the same middle in both (the cut is a whole number of steps), so the second
+    prompt shares everything before its message with the first: what the prefix cache reuses."""
+    from openclaw.engines.prefix_cache import common_prefix_len
+
+    base, buf = server
+    ids = []
+    for session, question in (("cut-1", "Hi?"), ("cut-2", "Could you list three rivers in Europe and say " * 6)):
+        msgs = [{"role": "system", "content": _system(150)}, {"role": "user", "content": question + _runtime(session)}]
+        r = _chat(base, {"messages": msgs, "tools": _tools(12), "max_tokens": 8})
+        assert r.status_code == 200, r.text
+        (turn,) = _turns(buf, session)
+        assert turn.metadata["context_fit"]["system_chars_dropped"] > 0
+        ids.append((turn.metadata["context_fit"]["system_chars_dropped"], turn.prompt_ids))
+    (cut1, first), (cut2, second) = ids
+    assert cut1 == cut2
+    question_tokens = 120  # an upper bound on the first message, its runtime line and the template's tail
+    assert common_prefix_len(tuple(first), tuple(second)) >= len(first) - question_tokens

@@ -11,7 +11,10 @@ the completion budget fits, in this order (each step only if the previous one wa
   2. **tool schemas** — each tool keeps its name and the first line of its description, its
      parameter schema is dropped;
   3. **the middle of the system prompt** — the longest system message keeps its head and tail,
-     the middle is replaced by a one-line marker saying how much was omitted.
+     the middle is replaced by a one-line marker saying how much was omitted. The cut is a whole
+     number of SYSTEM_CUT_STEP characters: an agent's next turn (same system prompt, another
+     message) then gets the same cut, so its prompt starts with the previous turn's tokens and the
+     engine's prefix cache prefills only what is new, instead of the whole window again.
 
 If the current turn alone still does not fit, the request is refused with OpenAI's 400
 `context_length_exceeded`. Requests that fit are never touched. A trimmed turn is logged
@@ -37,6 +40,7 @@ log = logging.getLogger("openclaw.server")
 DEFAULT_RESERVE_FRACTION = 4  # context_len // 4
 SYSTEM_MARKER = "\n\n[... {n} characters of the system prompt omitted by the server to fit the model's context window ...]\n\n"
 TOOL_DESCRIPTION_CHARS = 120
+SYSTEM_CUT_STEP = 2048  # characters (~500 tokens): at most this much more is cut than the fit needs
 
 _trimmed_total = 0  # requests this process trimmed (counted in each warning)
 
@@ -102,7 +106,9 @@ def fit_to_context(render: Render, messages: list[dict[str, Any]], tools: list[d
             out[sys_pos] = dict(msgs[sys_pos], content=text[:head] + SYSTEM_MARKER.format(n=n) + text[len(text) - tail:])
             return out
 
-        cut = smallest_fitting(len(text), lambda n: len(render(cut_middle(n), cur_tools).input_ids) <= budget)
+        steps = -(-len(text) // SYSTEM_CUT_STEP)
+        cut = min(len(text), SYSTEM_CUT_STEP * smallest_fitting(
+            steps, lambda k: len(render(cut_middle(min(len(text), k * SYSTEM_CUT_STEP)), cur_tools).input_ids) <= budget))
         msgs = cut_middle(cut)
         report["system_chars_dropped"] = cut
         best = render(msgs, cur_tools)
