@@ -42,6 +42,11 @@ else
     $PY -m pip install -q -r requirements.txt
 fi
 $PY -m pip install -q --no-deps -r requirements-embedded.txt
+# --backend llamacpp: portable flags (requirements-llamacpp.txt says why); the CPU set only (GPU hosts serve with SGLang).
+if [ "$GPU" = 0 ]; then
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON" \
+        $PY -m pip install -q -r requirements-llamacpp.txt
+fi
 $PY -m pip install -q --no-deps -e . -e slime
 if [ -f scripts/setup-system.sh ]; then bash scripts/setup-system.sh; fi
 # gui-rl: chromium + chromedriver, Playwright, Selenium (SCREENSHOT_BACKEND=selenium), MiniWoB++ pages.

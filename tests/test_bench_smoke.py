@@ -28,6 +28,9 @@ SMOKE: dict[str, tuple[list[str], str]] = {
         ["--model", "tiny", "--samples", "2", "--prompt-len", "8", "--response-len", "8", "--micro-batch-size", "1",
          "--reps", "1", "--out", "{out}/backend_step.md"],
         r"Megatron / FSDP step time: (\d+\.\d+)x"),
+    "cli_latency.py": (
+        ["--model-path", "{tiny}", "--turns", "2", "--max-tokens", "8", "--out", "{out}/cli_latency.md"],
+        r"RATIO later turns cache on/off = (\d+\.\d+)"),
     "grouped_micro_batches.py": (
         # two prompts: the fewest for which micro-batches by length mix GRPO groups
         ["--reps", "1", "--groups", "2", "--model-path", "{tiny}"],
@@ -59,6 +62,9 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     "sandbox_throughput.py": (
         ["--episodes", "4", "--parallel-envs", "2", "--out", "{out}/sandbox_throughput.md"],
         r"sandbox/plain episodes per second: (\d+\.\d+)"),
+    "serve_vs_llamacpp.py": (
+        ["--max-tokens", "4", "--rounds", "1", "--c1-prompts", "1", "--logprob-replies", "1"],
+        r"concurrency1 = (\d+\.\d+)"),
     "serve_throughput.py": (
         ["--model-path", "{tiny}", "--max-tokens", "4", "--rounds", "1", "--c1-prompts", "1",
          "--overhead-samples", "1", "--out", "{out}/serve_throughput.md"],
@@ -104,9 +110,17 @@ def test_every_smoke_size_is_a_bench() -> None:
     assert not set(SMOKE) - set(SCRIPTS), f"smoke sizes of scripts no longer in bench/: {sorted(set(SMOKE) - set(SCRIPTS))}"
 
 
+# Benches that drive the real OpenClaw CLI: as in tests/test_intercept_openclaw_e2e.py, a machine
+# without it skips outside CI, and in CI (CI=true) a missing CLI fails.
+NEEDS_CLI = {"cli_latency.py"}
+CLI = Path(os.environ.get("OPENCLAW_NODE_DIR", Path.home() / ".cache/openclaw/node")) / "node_modules/.bin/openclaw"
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_bench_runs_at_smoke_size(script: str, tiny_model_path: Path, tmp_path: Path) -> None:
     assert script in SMOKE, f"bench/{script} has no smoke size: add its smallest flags to SMOKE in {__file__}"
+    if script in NEEDS_CLI and not CLI.exists() and not os.environ.get("CI"):
+        pytest.skip(f"the OpenClaw CLI is not installed at {CLI} (run scripts/setup-system.sh)")
     flags, headline = SMOKE[script]
     out_dir = tmp_path / "out"
     out_dir.mkdir()

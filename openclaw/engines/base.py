@@ -12,6 +12,7 @@ from operator import attrgetter
 from typing import Any, Literal, Protocol
 
 FinishType = Literal["stop", "length", "abort"]
+SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1  # what torch.Generator.manual_seed accepts
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ class EngineBase:
     sets in `__init__`, and the prompt checks it makes before its own. An engine overrides only
     what it derives differently."""
 
+    backend: str  # the server's --backend name of this engine (reported by /get_server_info)
     _weight_version: int
     _model_path: str
     _tokenizer: Any  # a transformers tokenizer
@@ -151,6 +153,44 @@ class EngineBase:
         self._tokenizer = tokenizer
         self._max_context_len = int(max_context_len)
         self._weight_version = int(weight_version)
+
+    def check_request(self, request: GenerationRequest, vocab_size: int) -> None:
+        """What an in-process engine refuses before queueing a request (ValueError, a clear message):
+        a prompt that does not fit, ids outside the vocabulary, sampling values out of range."""
+        self.check_prompt_fits(request)
+        n = len(request.input_ids)
+        if not all(isinstance(t, int) and not isinstance(t, bool) for t in request.input_ids):
+            raise ValueError("input_ids must be a list of integers")
+        bad = [t for t in request.input_ids if not 0 <= t < vocab_size]
+        if bad:
+            raise ValueError(f"token ids out of range [0, {vocab_size}): {bad[:5]}")
+        p = request.params
+        if p.max_new_tokens < 0:
+            raise ValueError("max_new_tokens must be >= 0")
+        if p.temperature < 0:
+            raise ValueError("temperature must be >= 0")
+        if not 0 < p.top_p <= 1:
+            raise ValueError("top_p must be in (0, 1]")
+        if p.top_k == 0 or p.top_k < -1:
+            raise ValueError("top_k must be -1 (disabled) or >= 1")
+        if p.seed is not None and (isinstance(p.seed, bool) or not isinstance(p.seed, int)
+                                   or not SEED_MIN <= p.seed <= SEED_MAX):
+            raise ValueError(f"seed must be an integer in [{SEED_MIN}, {SEED_MAX}] (what torch.Generator accepts)")
+        if not 0 <= request.top_logprobs_num <= vocab_size:
+            raise ValueError(f"top_logprobs_num must be in [0, {vocab_size}]")
+        if request.logprob_start_len >= n:
+            raise ValueError(f"logprob_start_len {request.logprob_start_len} must be < prompt length {n}")
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """The stream's result (its token events dropped)."""
+        agen = self.stream(request)  # type: ignore[attr-defined]
+        try:
+            async for item in agen:
+                if isinstance(item, GenerationResult):
+                    return item
+        finally:
+            await agen.aclose()
+        raise RuntimeError("engine stream ended without a result")
 
     def check_prompt_fits(self, request: GenerationRequest) -> None:
         """Raise ValueError for an empty prompt or one that leaves no room to generate."""

@@ -31,13 +31,14 @@ import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from pathlib import Path
 
 import torch
 
 from openclaw.engines.base import EngineBase, FinishReason, GenerationRequest, GenerationResult, TokenEvent
 from openclaw.engines.hf_batch import RunningBatch
-from openclaw.engines.hf_jobs import EngineClosed, Job
+from openclaw.engines.hf_jobs import EngineClosed, Job, queued_stream
 from openclaw.engines.hf_scheduler import BatchScheduler
 from openclaw.engines.lora_merge import BaseWeights, read_lora
 from openclaw.engines.prefix_cache import PrefixKVCache
@@ -53,7 +54,6 @@ from openclaw.environment import env_value
 
 log = logging.getLogger(__name__)
 # torch.Generator.manual_seed accepts exactly this range; anything else raises inside the batch loop.
-SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
 
 
 # A chat's or an agent's whole prompt and reply (the OpenClaw CLI's trimmed 7,168-token prompt fits).
@@ -73,6 +73,7 @@ class HFEngine(EngineBase, BatchScheduler):
     # "live": a server answering users sets this so that the trainer's push does not pause it
     # (slime.utils.weight_sync reads it from /get_server_info). The swap itself is the same.
     weight_swap = "pause"
+    backend = "hf"
 
     def __init__(self, model: torch.nn.Module, tokenizer, model_path: str, base_model_path: str,
                  device: str, dtype: torch.dtype, max_batch_size: int = 16,
@@ -186,63 +187,15 @@ class HFEngine(EngineBase, BatchScheduler):
     # ---- Engine protocol: generation ----------------------------------------------------
     def validate(self, request: GenerationRequest) -> None:
         """Raise ValueError with a clear message for a request the engine cannot run."""
-        self.check_prompt_fits(request)
-        n = len(request.input_ids)
-        if not all(isinstance(t, int) and not isinstance(t, bool) for t in request.input_ids):
-            raise ValueError("input_ids must be a list of integers")
-        bad = [t for t in request.input_ids if not 0 <= t < self._vocab_size]
-        if bad:
-            raise ValueError(f"token ids out of range [0, {self._vocab_size}): {bad[:5]}")
-        p = request.params
-        if p.max_new_tokens < 0:
-            raise ValueError("max_new_tokens must be >= 0")
-        if p.temperature < 0:
-            raise ValueError("temperature must be >= 0")
-        if not 0 < p.top_p <= 1:
-            raise ValueError("top_p must be in (0, 1]")
-        if p.top_k == 0 or p.top_k < -1:
-            raise ValueError("top_k must be -1 (disabled) or >= 1")
-        if p.seed is not None and (isinstance(p.seed, bool) or not isinstance(p.seed, int)
-                                   or not SEED_MIN <= p.seed <= SEED_MAX):
-            raise ValueError(f"seed must be an integer in [{SEED_MIN}, {SEED_MAX}] (what torch.Generator accepts)")
-        if not 0 <= request.top_logprobs_num <= self._vocab_size:
-            raise ValueError(f"top_logprobs_num must be in [0, {self._vocab_size}]")
-        if request.logprob_start_len >= n:
-            raise ValueError(f"logprob_start_len {request.logprob_start_len} must be < prompt length {n}")
+        self.check_request(request, self._vocab_size)
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[TokenEvent | GenerationResult]:
         self.validate(request)
         job = Job(req=request, rid=request.request_id or uuid.uuid4().hex,
                   loop=asyncio.get_running_loop(), queue=asyncio.Queue())
-        with self._cond:
-            if self._closed:
-                raise EngineClosed("engine is shut down")
-            self._inbox.append(job)
-            self._cond.notify()
-        try:
-            while True:
-                item = await job.queue.get()
-                if isinstance(item, BaseException):
-                    raise item
+        async with aclosing(queued_stream(self, job)) as items:
+            async for item in items:
                 yield item
-                if isinstance(item, GenerationResult):
-                    return
-        finally:
-            if not job.done:
-                # Closed early (client went away): the scheduler drops the row on its next pass.
-                with self._cond:
-                    job.cancelled = True
-                    self._cond.notify()
-
-    async def generate(self, request: GenerationRequest) -> GenerationResult:
-        agen = self.stream(request)
-        try:
-            async for item in agen:
-                if isinstance(item, GenerationResult):
-                    return item
-        finally:
-            await agen.aclose()
-        raise RuntimeError("engine stream ended without a result")
 
     # ---- Engine protocol: control -------------------------------------------------------
     async def update_weights_from_disk(self, model_path: str, weight_version: int | None = None) -> tuple[bool, str]:

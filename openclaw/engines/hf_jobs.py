@@ -7,9 +7,11 @@ The scheduler thread owns a job's state; the caller's event loop only reads its 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
-from openclaw.engines.base import FinishReason, GenerationRequest, GenerationResult
+from openclaw.engines.base import FinishReason, GenerationRequest, GenerationResult, TokenEvent
 from openclaw.engines.detokenize import IncrementalDetokenizer, StopStringMatcher
 from openclaw.engines.sampling import RowSampling
 
@@ -100,3 +102,27 @@ def deliver(items: list[tuple[Job, object]]) -> None:
 def _put_all(batch: list[tuple[Job, object]]) -> None:
     for job, item in batch:
         job.queue.put_nowait(item)
+
+
+async def queued_stream(owner: Any, job: Job) -> AsyncIterator[TokenEvent | GenerationResult]:
+    """Put `job` in the inbox of `owner`'s scheduler thread (its `_cond`, `_inbox`, `_closed`) and
+    yield what the thread delivers, through the result. Closed early (the client went away), it
+    marks the job cancelled: the scheduler frees its place on its next pass."""
+    with owner._cond:
+        if owner._closed:
+            raise EngineClosed("engine is shut down")
+        owner._inbox.append(job)
+        owner._cond.notify()
+    try:
+        while True:
+            item = await job.queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            if isinstance(item, GenerationResult):
+                return
+    finally:
+        if not job.done:
+            with owner._cond:
+                job.cancelled = True
+                owner._cond.notify()

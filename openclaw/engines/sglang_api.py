@@ -281,7 +281,7 @@ def sglang_router(engine) -> APIRouter:
         return JSONResponse({
             "model_path": engine.model_path, "context_length": engine.max_context_len,
             "max_running_requests": getattr(engine, "max_batch_size", None), "weight_version": str(engine.weight_version),
-            "num_pending": engine.num_pending(), "paused": getattr(engine, "is_paused", False), "backend": "hf",
+            "num_pending": engine.num_pending(), "paused": getattr(engine, "is_paused", False), "backend": engine.backend,
             # "live": weights swap between two decode steps, callers need not pause (weight_sync.py)
             "weight_swap": getattr(engine, "weight_swap", "pause"),
             # lookups, hits, prompt tokens whose forward was skipped (None: no prefix cache)

@@ -47,6 +47,8 @@ def _free_port(host: str = "127.0.0.1") -> int:
 class SGLangEngine(EngineBase):
     """`Engine` over an SGLang-compatible HTTP server (SGLang, sglang_router, or our serve module)."""
 
+    backend = "sglang"
+
     def __init__(self, base_url: str, *, tokenizer, model_path: str, max_context_len: int,
                  weight_version: int = 0, process: subprocess.Popen | None = None, log_path: str | None = None,
                  timeout: float = 600.0, served_model_name: str | None = None, accepts_images: bool = False) -> None:

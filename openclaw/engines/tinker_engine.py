@@ -67,6 +67,8 @@ async def prompt_logprobs(sampling_client: Any, ids: list[int]) -> list[float | 
 class TinkerEngine(EngineBase):
     """Serve a base model or a trained LoRA through a Tinker sampling client."""
 
+    backend = "tinker"
+
     def __init__(self, service: Any, sampling_client: Any, base_model: str, tokenizer: Any,
                  max_context_len: int, weight_version: int = 0, sampler_path: str | None = None) -> None:
         self._service = service

@@ -50,6 +50,8 @@ def _finish(choice: dict[str, Any]) -> FinishReason | None:
 
 
 class VLLMEngine(EngineBase):
+    backend = "vllm"
+
     def __init__(self, base_url: str, model: str, tokenizer, max_context_len: int, timeout: float = 600.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.served_model_name = model

@@ -30,7 +30,7 @@ from openclaw.judge.config import (
 )
 from openclaw.server.reasoning import REASONING_PARSERS, unknown_parser_message
 
-BACKENDS = ("hf", "sglang", "vllm", "tinker")
+BACKENDS = ("hf", "llamacpp", "sglang", "vllm", "tinker")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
@@ -155,7 +155,9 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=_env_int(env, "OPENCLAW_PORT", 8000),
                    help="port (env OPENCLAW_PORT; default 8000)")
     p.add_argument("--backend", choices=BACKENDS, default="hf",
-                   help="hf: embedded transformers engine; sglang: launch/attach SGLang; vllm: attach to vLLM; "
+                   help="hf: embedded transformers engine; llamacpp: llama.cpp on a GGUF (default: the embedded "
+                        "SmolLM2's Q4_1 file; LoRA pushes converted to GGUF adapters); sglang: launch/attach SGLang; "
+                        "vllm: attach to vLLM; "
                         "tinker: sample from a Tinker API (--model-path = base model, --engine-url or env TINKER_ENDPOINT, env TINKER_API_KEY)")
     p.add_argument("--api-key", default=env_value("OPENCLAW_API_KEY", env),
                    help="required bearer key (env OPENCLAW_API_KEY); mandatory on a non-loopback host")
@@ -265,6 +267,8 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
         raise ConfigError(f"--port {args.port} is out of range 0..65535")
     if args.max_batch_size < 1:
         raise ConfigError("--max-batch-size must be >= 1")
+    if args.prefix_cache_tokens is not None and args.backend != "hf":
+        raise ConfigError(f"--prefix-cache-tokens is the hf backend's; --backend {args.backend} does not take it")
     if args.prefix_cache_tokens is not None and args.prefix_cache_tokens < 0:
         raise ConfigError(f"--prefix-cache-tokens must be >= 0 (0: off), got {args.prefix_cache_tokens}")
     if args.max_body_mb <= 0:

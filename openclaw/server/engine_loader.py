@@ -22,6 +22,11 @@ def resolve_dtype(dtype: str, device: str) -> str:
     return "float32"
 
 
+# Positions per request slot of the llama.cpp engine (KV is allocated up front: ~22.5 KiB per token
+# for SmolLM2-135M, times --max-batch-size slots); the embedded model's full window.
+LLAMACPP_CONTEXT = 8192
+
+
 def load_engine(cfg: EngineConfig, served_model_name: str | None = None) -> Engine:
     if cfg.backend == "hf":
         from openclaw.engines.hf_engine import HFEngine
@@ -35,11 +40,33 @@ def load_engine(cfg: EngineConfig, served_model_name: str | None = None) -> Engi
             device=None if cfg.device == "auto" else cfg.device, max_batch_size=cfg.max_batch_size,
             served_model_name=served_model_name, prefix_cache_tokens=cfg.prefix_cache_tokens,
         )
+    if cfg.backend == "llamacpp":
+        return _load_llamacpp(cfg, served_model_name)
     if cfg.backend in ("sglang", "vllm"):
         return _load_remote(cfg, served_model_name)
     if cfg.backend == "tinker":
         return _load_tinker(cfg)
     raise ConfigError(f"unknown backend {cfg.backend!r}")
+
+
+def _load_llamacpp(cfg: EngineConfig, served_model_name: str | None) -> Engine:
+    """llama.cpp on a GGUF: --model-path names the .gguf (default: the embedded SmolLM2's Q4_1
+    file); token ids come from the embedded model's HF tokenizer, checked against the GGUF's."""
+    from openclaw.engines.llamacpp_engine import LlamaCppEngine
+    from openclaw.engines.llamacpp_runtime import LlamaCppUnavailable
+
+    path = cfg.model_path
+    if path is not None and not path.endswith(".gguf"):
+        raise ConfigError(f"--backend llamacpp serves a GGUF file: --model-path {path} is not a .gguf "
+                          "(leave it out for the embedded SmolLM2)")
+    if path is not None and not Path(path).expanduser().is_file():
+        raise ConfigError(f"--model-path {path} does not exist")
+    try:
+        return LlamaCppEngine.load(gguf_path=path, max_batch_size=cfg.max_batch_size,
+                                   ctx_per_slot=cfg.context_length or LLAMACPP_CONTEXT,
+                                   served_model_name=served_model_name)
+    except LlamaCppUnavailable as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def _load_remote(cfg: EngineConfig, served_model_name: str | None) -> Engine:

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from openclaw.engines.base import SEED_MAX, SEED_MIN
+
 
 def _not_bool(value: Any) -> Any:
     # pydantic's lax mode reads true as 1; OpenAI refuses a boolean where a number belongs, and so do we.
@@ -22,7 +24,6 @@ Int = Annotated[int, BeforeValidator(_not_bool)]
 Num = Annotated[float, BeforeValidator(_not_bool)]
 # The seeds the engines accept (torch.Generator's range); outside it a seed is a 400 up front, not
 # an error inside a shared batch.
-SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
 
 
 class _Strict(BaseModel):
