@@ -38,7 +38,7 @@ import torch
 
 from openclaw.engines.base import EngineBase, FinishReason, GenerationRequest, GenerationResult, TokenEvent
 from openclaw.engines.hf_batch import RunningBatch
-from openclaw.engines.hf_jobs import EngineClosed, Job, queued_stream
+from openclaw.engines.hf_jobs import Job, close_scheduler, queued_stream, run_control
 from openclaw.engines.hf_scheduler import BatchScheduler
 from openclaw.engines.lora_merge import BaseWeights, read_lora
 from openclaw.engines.prefix_cache import PrefixKVCache
@@ -313,21 +313,10 @@ class HFEngine(EngineBase, BatchScheduler):
         return {**self._prefix_cache.stats.as_dict(), "cached_tokens": self._prefix_cache.tokens}
 
     async def shutdown(self) -> None:
-        with self._cond:
-            if self._closed:
-                return
-            self._closed = True
-            self._cond.notify()
-        await asyncio.to_thread(self._thread.join, 30)
+        await close_scheduler(self)
 
     async def _control(self, fn: Callable[[], object]):
-        fut: concurrent.futures.Future = concurrent.futures.Future()
-        with self._cond:
-            if self._closed:
-                raise EngineClosed("engine is shut down")
-            self._controls.append((fn, fut))
-            self._cond.notify()
-        return await asyncio.wrap_future(fut)
+        return await run_control(self, fn)
 
 
 def _has_sliding_window(config) -> bool:

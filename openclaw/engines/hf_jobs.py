@@ -7,7 +7,8 @@ The scheduler thread owns a job's state; the caller's event loop only reads its 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import concurrent.futures
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,3 +127,25 @@ async def queued_stream(owner: Any, job: Job) -> AsyncIterator[TokenEvent | Gene
             with owner._cond:
                 job.cancelled = True
                 owner._cond.notify()
+
+
+async def run_control(owner: Any, fn: Callable[[], object]) -> Any:
+    """Run `fn` on `owner`'s scheduler thread between two steps (a weight swap, a flush) and
+    return its result."""
+    fut: concurrent.futures.Future = concurrent.futures.Future()
+    with owner._cond:
+        if owner._closed:
+            raise EngineClosed("engine is shut down")
+        owner._controls.append((fn, fut))
+        owner._cond.notify()
+    return await asyncio.wrap_future(fut)
+
+
+async def close_scheduler(owner: Any) -> None:
+    """Stop `owner`'s scheduler thread (it aborts what is left) and wait for it, once."""
+    with owner._cond:
+        if owner._closed:
+            return
+        owner._closed = True
+        owner._cond.notify()
+    await asyncio.to_thread(owner._thread.join, 30)

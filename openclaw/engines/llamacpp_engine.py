@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from openclaw.engines.base import EngineBase, FinishReason, GenerationRequest, GenerationResult, TokenEvent
-from openclaw.engines.hf_jobs import EngineClosed, queued_stream
+from openclaw.engines.hf_jobs import close_scheduler, queued_stream, run_control
 from openclaw.engines.llamacpp_lora import HeadLayout, write_gguf_lora
 from openclaw.engines.llamacpp_runtime import LlamaRuntime, RuntimeConfig, default_threads
 from openclaw.engines.llamacpp_scheduler import SlotJob, SlotScheduler
@@ -279,18 +279,7 @@ class LlamaCppEngine(EngineBase, SlotScheduler):
             return self._paused or not (self._inbox or self._running)
 
     async def shutdown(self) -> None:
-        with self._cond:
-            if self._closed:
-                return
-            self._closed = True
-            self._cond.notify()
-        await asyncio.to_thread(self._thread.join, 30)
+        await close_scheduler(self)
 
     async def _control(self, fn: Callable[[], object]):
-        fut: concurrent.futures.Future = concurrent.futures.Future()
-        with self._cond:
-            if self._closed:
-                raise EngineClosed("engine is shut down")
-            self._controls.append((fn, fut))
-            self._cond.notify()
-        return await asyncio.wrap_future(fut)
+        return await run_control(self, fn)
