@@ -103,6 +103,33 @@ def tiny_adapter(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory
     return out
 
 
+def save_random_lora(base_path: Path, out: Path, seed: int, *, targets: list[str] | str = "all-linear",
+                     r: int = 8, zero: bool = False, **extra: object) -> Path:
+    """Save a LoRA adapter of `base_path` to `out`: random A and B scaled up so that it changes the
+    greedy reply (or, with `zero`, PEFT's initial adapter, B = 0, which merges to the base)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(str(base_path), dtype=torch.float32)
+    torch.manual_seed(seed)
+    lora = get_peft_model(base, LoraConfig(r=r, lora_alpha=4 * r, target_modules=targets, init_lora_weights=zero,
+                                           **extra))
+    if not zero:
+        with torch.no_grad():
+            for name, p in lora.named_parameters():
+                if "lora_" in name:
+                    p.mul_(3.0)
+    lora.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def random_lora() -> Callable[..., Path]:
+    """`random_lora(base_path, out, seed, ...)`: `save_random_lora`, for tests that serve adapters."""
+    return save_random_lora
+
+
 @pytest.fixture(scope="session")
 def tiny_llama_path() -> Path:
     from openclaw.models import build_tiny_model

@@ -57,6 +57,10 @@ class GenerationRequest:
     # accounting). An engine that cannot take images must refuse such a request, never drop them.
     image_data: tuple[str, ...] = ()
     text: str | None = None
+    # The loaded LoRA adapter to serve this request with (SGLang's per-request `lora_path`, which
+    # names an adapter loaded by `load_lora_adapter`); None: the base model. An engine refuses a
+    # name it has not loaded, never serving the base in its place.
+    lora_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,9 @@ class GenerationResult:
     output_top_logprobs: tuple[tuple[tuple[int, float], ...], ...]
     input_logprobs: tuple[float | None, ...]  # from logprob_start_len on; first prompt token: None
     finish_reason: FinishReason
-    weight_version: int  # the engine's version when the request finished (see update_weights_from_disk)
+    # The version of what served it when it finished: the engine's (see update_weights_from_disk),
+    # or, for a request with a `lora_name`, that adapter's (see load_lora_adapter).
+    weight_version: int
 
 
 class Engine(Protocol):
@@ -120,6 +126,19 @@ class Engine(Protocol):
     async def update_weights_from_disk(self, model_path: str, weight_version: int | None = None) -> tuple[bool, str]:
         """Load a full HF folder or a PEFT adapter folder without a restart; in-flight requests
         finish (pause, swap, continue). Bumps weight_version."""
+        ...
+
+    async def load_lora_adapter(self, name: str, path: str, weight_version: int | None = None) -> tuple[bool, str]:
+        """Load the PEFT adapter folder `path` as `name` (replacing a loaded one of that name between
+        two steps), for requests whose `lora_name` is `name`; the base and other adapters keep serving.
+        Its version is `weight_version`, else one more than the replaced one's (0 before any)."""
+        ...
+
+    async def unload_lora_adapter(self, name: str) -> tuple[bool, str]: ...
+
+    @property
+    def lora_adapters(self) -> dict[str, int]:
+        """The loaded adapters' names and versions."""
         ...
 
     async def pause_generation(self) -> None: ...
@@ -154,10 +173,29 @@ class EngineBase:
         self._max_context_len = int(max_context_len)
         self._weight_version = int(weight_version)
 
+    @property
+    def lora_adapters(self) -> dict[str, int]:
+        """An engine without per-request adapters has none loaded (it overrides this and the two below)."""
+        return {}
+
+    async def load_lora_adapter(self, name: str, path: str, weight_version: int | None = None) -> tuple[bool, str]:
+        return False, f"the {self.backend} engine serves one model: it has no per-request LoRA adapters"
+
+    async def unload_lora_adapter(self, name: str) -> tuple[bool, str]:
+        return False, f"the {self.backend} engine serves one model: it has no per-request LoRA adapters"
+
+    def check_lora_name(self, request: GenerationRequest) -> None:
+        """Refuse a request naming an adapter that is not loaded (serving the base instead would
+        hand one user's request to another model without a word)."""
+        if request.lora_name is not None and request.lora_name not in self.lora_adapters:
+            raise ValueError(f"LoRA adapter {request.lora_name!r} is not loaded on this server")
+
     def check_request(self, request: GenerationRequest, vocab_size: int) -> None:
         """What an in-process engine refuses before queueing a request (ValueError, a clear message):
-        a prompt that does not fit, ids outside the vocabulary, sampling values out of range."""
+        a prompt that does not fit, ids outside the vocabulary, sampling values out of range, an
+        adapter that is not loaded."""
         self.check_prompt_fits(request)
+        self.check_lora_name(request)
         n = len(request.input_ids)
         if not all(isinstance(t, int) and not isinstance(t, bool) for t in request.input_ids):
             raise ValueError("input_ids must be a list of integers")

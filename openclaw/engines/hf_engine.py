@@ -11,6 +11,10 @@ Log-probs follow SGLang (see `openclaw.engines.sampling`): temperature-scaled
 (`logprob_start_len` >= 0) are raw. In fp32 with a fixed batch composition results are
 bitwise deterministic; a request alone is deterministic regardless of what ran before it.
 
+Per-request LoRA adapters (`load_lora_adapter`, a request's `lora_name`): each row of a batch is
+served with its own adapter on top of the served model (openclaw.engines.lora_rows), so one server
+decodes many users' adapters together; a request without one gets the served model itself.
+
 Weight updates (`update_weights_from_disk`) load the new model in a worker thread while decoding
 continues, then the scheduler swaps models between two steps. Requests in flight keep their KV
 cache (computed by the old weights) and produce their remaining tokens with the new weights;
@@ -41,6 +45,7 @@ from openclaw.engines.hf_batch import RunningBatch
 from openclaw.engines.hf_jobs import Job, close_scheduler, queued_stream, run_control
 from openclaw.engines.hf_scheduler import BatchScheduler
 from openclaw.engines.lora_merge import BaseWeights, read_lora
+from openclaw.engines.lora_rows import RowAdapters, check_fits
 from openclaw.engines.prefix_cache import PrefixKVCache
 from openclaw.engines.weights import (
     LoadedModel,
@@ -58,6 +63,9 @@ log = logging.getLogger(__name__)
 
 # A chat's or an agent's whole prompt and reply (the OpenClaw CLI's trimmed 7,168-token prompt fits).
 AUTO_PREFIX_CACHE_TOKENS = 8192
+# Per-request adapters loaded at once: SmolLM2-135M's r16 all-linear adapter takes ~40 MB (its
+# tensors and its slot in the stacks), so 64 users cost ~2.5 GB.
+MAX_LORA_ADAPTERS = 64
 
 
 def unloadable_message(model_path: str) -> str:
@@ -78,7 +86,7 @@ class HFEngine(EngineBase, BatchScheduler):
     def __init__(self, model: torch.nn.Module, tokenizer, model_path: str, base_model_path: str,
                  device: str, dtype: torch.dtype, max_batch_size: int = 16,
                  original_logprobs: bool = False, served_model_name: str | None = None,
-                 prefix_cache_tokens: int = 0) -> None:
+                 prefix_cache_tokens: int = 0, max_lora_adapters: int = MAX_LORA_ADAPTERS) -> None:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
         if prefix_cache_tokens < 0:
@@ -101,6 +109,8 @@ class HFEngine(EngineBase, BatchScheduler):
         if self._prefix_cache is not None and _has_sliding_window(cfg):
             raise ValueError("the prefix cache reuses full-attention KV; this model has sliding-window layers "
                              "(run it with prefix_cache_tokens=0)")
+        self.max_lora_adapters = max_lora_adapters
+        self._loras = RowAdapters(dtype, self._device)
         self._flush_prefix_cache = False  # set by flush_cache, done by the scheduler before it admits again
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (min(self._eos_ids) if self._eos_ids else 0)
         # Scheduler state (scheduler thread only, except where guarded by _cond).
@@ -125,7 +135,8 @@ class HFEngine(EngineBase, BatchScheduler):
     @classmethod
     def load(cls, model_path: str | None = None, dtype: str = "float32", device: str | None = None,
              max_batch_size: int = 16, original_logprobs: bool | None = None,
-             served_model_name: str | None = None, prefix_cache_tokens: int | None = 0) -> HFEngine:
+             served_model_name: str | None = None, prefix_cache_tokens: int | None = 0,
+             max_lora_adapters: int = MAX_LORA_ADAPTERS) -> HFEngine:
         """Load a full HF folder or PEFT adapter folder (None: the embedded SmolLM2).
         `prefix_cache_tokens` None: AUTO_PREFIX_CACHE_TOKENS, or off (with a warning) for a model with
         sliding-window layers, whose KV the cache cannot reuse."""
@@ -146,7 +157,7 @@ class HFEngine(EngineBase, BatchScheduler):
         if original_logprobs is None:
             original_logprobs = (env_value("SGLANG_RETURN_ORIGINAL_LOGPROB") or "").lower() in ("1", "true")
         return cls(loaded.model, tokenizer, path, loaded.base_model_path, dev, torch_dtype, max_batch_size,
-                   original_logprobs, served_model_name, prefix_cache_tokens)
+                   original_logprobs, served_model_name, prefix_cache_tokens, max_lora_adapters)
 
     @staticmethod
     def _find_eos_ids(model, tokenizer) -> frozenset[int]:
@@ -238,6 +249,7 @@ class HFEngine(EngineBase, BatchScheduler):
             t0 = time.perf_counter()
             retired.append(self._model)  # freed below, off the scheduler thread (~0.1 s for 135M fp32)
             self._model = loaded.model
+            self._loras.install(self._model)  # the users' adapters apply on top of the new served model
             self._model_path = str(model_path)
             if not is_adapter_folder(model_path):
                 self._base_model_path = loaded.base_model_path
@@ -259,6 +271,80 @@ class HFEngine(EngineBase, BatchScheduler):
         self.work.weight_load_s += took
         return True, (f"Succeeded to update model weights from {model_path} (weight_version={version}, {took:.2f}s; "
                       f"decoding paused {paused * 1000:.1f} ms).")
+
+    @property
+    def lora_adapters(self) -> dict[str, int]:
+        return self._loras.versions
+
+    @property
+    def lora_adapter_bytes(self) -> int:
+        """Memory the loaded adapters take (their tensors and the stacks a batch reads)."""
+        return self._loras.nbytes()
+
+    async def load_lora_adapter(self, name: str, path: str, weight_version: int | None = None) -> tuple[bool, str]:
+        """Load a plain PEFT LoRA folder (linear layers; no DoRA, no modules saved whole) trained on
+        the served base as adapter `name`; it replaces a loaded one of that name between two steps."""
+        if not isinstance(name, str) or not name or len(name) > 128 or any(c.isspace() for c in name):
+            return False, "lora_name must be 1-128 characters without whitespace"
+        async with self._push_lock:
+            if name not in self._loras.versions and len(self._loras.versions) >= self.max_lora_adapters:
+                return False, (f"{self.max_lora_adapters} LoRA adapters are loaded (the engine's max_lora_adapters): "
+                               "unload one first")
+            try:
+                layers = await asyncio.to_thread(self._read_adapter, path)
+            except Exception as exc:  # noqa: BLE001 - reported to the caller, engine keeps serving
+                log.warning("load_lora_adapter(%r, %r) failed: %s", name, path, exc)
+                return False, f"failed to load LoRA adapter {name!r} from {path}: {exc}"
+            start = time.perf_counter()
+
+            def put() -> int:
+                old = self._loras.versions.get(name)
+                version = weight_version if weight_version is not None else (0 if old is None else old + 1)
+                self._loras.put(name, layers, version, self._model)
+                if self._prefix_cache is not None:  # its KV came from the replaced adapter
+                    self._prefix_cache.clear_space(name)
+                return version
+
+            version = await self._control(put)
+        return True, (f"Succeeded to load LoRA adapter {name!r} from {path} (version {version}, "
+                      f"{time.perf_counter() - start:.2f}s).")
+
+    def _read_adapter(self, path: str):
+        folder = Path(path)
+        if not is_adapter_folder(folder):
+            raise ValueError("not a PEFT adapter folder (no adapter_config.json)")
+        base = Path(resolve_adapter_base(folder, self._base_model_path)).resolve()
+        if base != Path(self._base_model_path).resolve():
+            raise ValueError(f"the adapter was trained on {base}, this engine serves {self._base_model_path}")
+        layers = read_lora(folder)
+        if layers is None:
+            raise ValueError("only plain LoRA adapters (linear layers; no DoRA, bias or modules saved whole) are "
+                             "served per request")
+        problem = check_fits(self._model, layers)
+        if problem:
+            raise ValueError(problem)
+        return layers
+
+    async def unload_lora_adapter(self, name: str) -> tuple[bool, str]:
+        """Unload `name`; its requests still running finish now with finish_reason abort."""
+        async with self._push_lock:
+            if name not in self._loras.versions:
+                return False, f"LoRA adapter {name!r} is not loaded"
+
+            def remove() -> int:
+                with self._cond:
+                    jobs = [j for j in self._all_jobs() if j.req.lora_name == name and not j.done]
+                    for job in jobs:
+                        job.cancelled = True
+                        job.finish = FinishReason("abort", f"LoRA adapter {name!r} was unloaded")
+                self._drop_cancelled_rows()
+                self._loras.remove(name, self._model)
+                if self._prefix_cache is not None:
+                    self._prefix_cache.clear_space(name)
+                return len(jobs)
+
+            aborted = await self._control(remove)
+        return True, f"Succeeded to unload LoRA adapter {name!r} ({aborted} running requests aborted)."
 
     async def pause_generation(self, abort: bool = False) -> None:
         """Stop running decode steps and admitting requests; with abort=True, in-flight requests

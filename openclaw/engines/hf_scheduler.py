@@ -26,6 +26,7 @@ from openclaw.engines.base import FinishReason, TokenEvent
 from openclaw.engines.detokenize import IncrementalDetokenizer, StopStringMatcher
 from openclaw.engines.hf_batch import RunningBatch, left_padded
 from openclaw.engines.hf_jobs import EngineClosed, Job, advance_text, deliver, job_result
+from openclaw.engines.lora_rows import RowAdapters
 from openclaw.engines.prefix_cache import PrefixKVCache
 from openclaw.engines.sampling import RowSampling, sample_batch, token_logprobs
 from openclaw.engines.work import EngineWork
@@ -49,6 +50,7 @@ class BatchScheduler:
     _pad_id: int
     _weight_version: int
     _prefix_cache: PrefixKVCache | None
+    _loras: RowAdapters
     _flush_prefix_cache: bool
     _seed_rng: random.Random
     _cond: threading.Condition
@@ -156,7 +158,7 @@ class BatchScheduler:
             return
         job.done = True
         if job.finish is not None:  # aborted by pause(mode=abort): the caller still gets a result
-            deliver([(job, job_result(job, self._weight_version))])
+            deliver([(job, self._result(job))])
 
     def _drop_cancelled_rows(self) -> None:
         if any(j.cancelled for j in self._batch.rows):
@@ -182,10 +184,18 @@ class BatchScheduler:
         job.detok = IncrementalDetokenizer(self._tokenizer, p.skip_special_tokens)
         job.stops = StopStringMatcher(tuple(p.stop))
 
+    def _result(self, job: Job):
+        """The job's result, with the version of what served it (its adapter's, if it named one)."""
+        name = job.req.lora_name
+        return job_result(job, self._weight_version if name is None else self._loras.versions.get(name, -1))
+
     # -- model calls
-    def _forward(self, input_ids, attention_mask, position_ids, cache, logits_to_keep: int = 1):
-        out = self._model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                          past_key_values=cache, use_cache=True, logits_to_keep=logits_to_keep)
+    def _forward(self, input_ids, attention_mask, position_ids, cache, adapters: list[str | None],
+                 logits_to_keep: int = 1):
+        """The model's logits, row i served with the LoRA adapter `adapters[i]` (None: the base)."""
+        with self._loras.rows(adapters):
+            out = self._model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                              past_key_values=cache, use_cache=True, logits_to_keep=logits_to_keep)
         return out.logits
 
     def _new_cache(self):
@@ -196,6 +206,9 @@ class BatchScheduler:
     def _prefill(self, jobs: list[Job]) -> None:
         ready = []
         for job in jobs:
+            if job.cancelled:  # between admission and now: e.g. its adapter was unloaded
+                self._finish_cancelled(job)
+                continue
             try:
                 self._setup_job(job)
             except Exception as exc:  # noqa: BLE001 - one request's bad parameters must not fail its batch
@@ -210,7 +223,7 @@ class BatchScheduler:
         for job in idle:
             job.finish, job.done = FinishReason("length", 0), True
         if idle:
-            deliver([(j, job_result(j, self._weight_version)) for j in idle])
+            deliver([(j, self._result(j)) for j in idle])
             jobs = [j for j in jobs if not j.done]
         # Teacher-scoring requests need logits at every prompt position: run them alone.
         scoring = [j for j in jobs if j.req.return_logprob and j.req.logprob_start_len >= 0]
@@ -229,7 +242,7 @@ class BatchScheduler:
         keep = 1
         if full_logits:  # one job: logits only from the position predicting prompt[start] on
             keep = width - max(jobs[0].req.logprob_start_len - 1, 0)
-        logits = self._forward(ids, mask, pos, cache, logits_to_keep=keep)
+        logits = self._forward(ids, mask, pos, cache, [j.req.lora_name for j in jobs], logits_to_keep=keep)
         if full_logits:
             start = jobs[0].req.logprob_start_len
             jobs[0].input_logprobs = ((None,) if start == 0 else ()) + tuple(
@@ -238,40 +251,41 @@ class BatchScheduler:
 
     def _prefill_cached(self, jobs: list[Job]) -> None:
         """Prefill through the prefix cache: the jobs of one prompt share one forward, and a prompt
-        that starts with a cached one runs only the tokens after that prefix."""
-        by_prompt: dict[tuple[int, ...], list[Job]] = {}
+        that starts with a cached one runs only the tokens after that prefix. An adapter's prompts
+        share KV only with its own (the cache's space is the adapter's name)."""
+        by_prompt: dict[tuple[str | None, tuple[int, ...]], list[Job]] = {}
         for job in jobs:
-            by_prompt.setdefault(tuple(job.req.input_ids), []).append(job)
+            by_prompt.setdefault((job.req.lora_name, tuple(job.req.input_ids)), []).append(job)
         misses = []
-        for prompt, group in by_prompt.items():
-            entry, reuse = self._prefix_cache.lookup(prompt)
+        for (adapter, prompt), group in by_prompt.items():
+            entry, reuse = self._prefix_cache.lookup(prompt, adapter or "")
             self._prefix_cache.count_shared_forward(prompt, len(group) - 1)
             if entry is None:
-                misses.append((prompt, group))
+                misses.append((adapter, prompt, group))
             else:
-                self._prefill_after_prefix(prompt, group, entry.layers, reuse)
+                self._prefill_after_prefix(adapter, prompt, group, entry.layers, reuse)
         if misses:
             self._prefill_distinct(misses)
 
-    def _prefill_distinct(self, groups: list[tuple[tuple[int, ...], list[Job]]]) -> None:
-        """One left-padded forward over distinct prompts, each stored in the prefix cache and then
-        copied to every job that asked for it."""
-        prompts = [prompt for prompt, _ in groups]
+    def _prefill_distinct(self, groups: list[tuple[str | None, tuple[int, ...], list[Job]]]) -> None:
+        """One left-padded forward over distinct (adapter, prompt)s, each stored in the prefix cache
+        and then copied to every job that asked for it."""
+        prompts = [prompt for _, prompt, _ in groups]
         ids, mask, pos = left_padded(prompts, self._pad_id, self._device)
         width = ids.shape[1]
         cache = self._new_cache()
-        logits = self._forward(ids, mask, pos, cache)
-        for r, prompt in enumerate(prompts):
+        logits = self._forward(ids, mask, pos, cache, [adapter for adapter, _, _ in groups])
+        for r, (adapter, prompt, _) in enumerate(groups):
             start = width - len(prompt)
             self._prefix_cache.store(prompt, [(layer.keys[r:r + 1, :, start:], layer.values[r:r + 1, :, start:])
-                                              for layer in cache.layers])
-        jobs = [job for _, group in groups for job in group]
-        index = torch.tensor([r for r, (_, group) in enumerate(groups) for _ in group], device=self._device)
+                                              for layer in cache.layers], adapter or "")
+        jobs = [job for _, _, group in groups for job in group]
+        index = torch.tensor([r for r, (_, _, group) in enumerate(groups) for _ in group], device=self._device)
         if len(jobs) > len(groups):
             cache.batch_select_indices(index)
         self._start_rows(jobs, cache, mask[index], pos[index, -1], logits[index, -1, :].float())
 
-    def _prefill_after_prefix(self, prompt: tuple[int, ...], jobs: list[Job],
+    def _prefill_after_prefix(self, adapter: str | None, prompt: tuple[int, ...], jobs: list[Job],
                               prefix: tuple[tuple[torch.Tensor, torch.Tensor], ...], reuse: int) -> None:
         """Run `prompt[reuse:]` on top of the cached KV of its first `reuse` tokens."""
         dev = self._device
@@ -281,8 +295,8 @@ class BatchScheduler:
         n = len(prompt)
         mask = torch.ones((1, n), dtype=torch.long, device=dev)
         logits = self._forward(torch.tensor([prompt[reuse:]], dtype=torch.long, device=dev), mask,
-                               torch.arange(reuse, n, device=dev).unsqueeze(0), cache)
-        self._prefix_cache.store(prompt, [(layer.keys, layer.values) for layer in cache.layers])
+                               torch.arange(reuse, n, device=dev).unsqueeze(0), cache, [adapter])
+        self._prefix_cache.store(prompt, [(layer.keys, layer.values) for layer in cache.layers], adapter or "")
         index = torch.zeros(len(jobs), dtype=torch.long, device=dev)
         if len(jobs) > 1:
             cache.batch_select_indices(index)
@@ -300,7 +314,7 @@ class BatchScheduler:
             if not w:
                 j.finish = FinishReason("length", 0)
                 j.done = True
-                events.append((j, job_result(j, self._weight_version)))
+                events.append((j, self._result(j)))
         live = [i for i, w in enumerate(wants) if w]
         if live:
             sel = torch.tensor(live, device=self._device)
@@ -318,7 +332,7 @@ class BatchScheduler:
         mask = torch.cat([batch.mask, batch.mask.new_ones((batch.mask.shape[0], 1))], dim=1)
         # Without padding the mask is all ones: passing None lets SDPA skip building a 4-D mask.
         logits = self._forward(batch.last_tokens, mask if batch.padded else None, batch.next_pos.unsqueeze(-1),
-                               batch.cache)
+                               batch.cache, [j.req.lora_name for j in batch.rows])
         batch.mask = mask
         batch.next_pos = batch.next_pos + 1
         self.steps += 1
@@ -346,7 +360,7 @@ class BatchScheduler:
                             len(ids))
                 continue
             self._prefix_cache.store(ids, [(layer.keys[r:r + 1, :, -n:], layer.values[r:r + 1, :, -n:])
-                                           for layer in batch.cache.layers])
+                                           for layer in batch.cache.layers], job.req.lora_name or "")
 
     def _sample_and_emit(self, rows: list[Job], logits: torch.Tensor, events: list) -> torch.Tensor:
         """Sample one token per row, queue its TokenEvent (and the result of a row it finishes) on
@@ -368,5 +382,5 @@ class BatchScheduler:
             events.append((job, TokenEvent(token_id=tok, logprob=lp, top_logprobs=tops, text_delta=delta)))
             if job.finish is not None:
                 job.done = True
-                events.append((job, job_result(job, self._weight_version)))
+                events.append((job, self._result(job)))
         return torch.tensor(out.tokens, dtype=torch.long, device=self._device).unsqueeze(-1)

@@ -9,7 +9,9 @@ part of a new prompt after its longest cached prefix. SGLang's radix cache does 
 Plain LRU over whole prompts, bounded by a token budget; a lookup compares the new prompt with
 every entry. That is linear in the number of entries, which the budget keeps small (a few dozen);
 a radix tree would only pay off with thousands. Entries hold tensors computed by the weights
-that were loaded when they were stored: the engine clears the cache whenever it swaps weights.
+that were loaded when they were stored: the engine clears the cache whenever it swaps weights. A
+prompt served with a LoRA adapter (lora_rows.py) has other KV than the same prompt on the base, so
+every entry belongs to a space (the adapter's name; "" for the base) and only matches in it.
 Only the engine's scheduler thread uses an instance, so it takes no lock.
 """
 
@@ -26,6 +28,7 @@ MIN_REUSED_TOKENS = 16
 
 @dataclass(frozen=True)
 class CachedPrompt:
+    space: str
     ids: tuple[int, ...]
     layers: tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer: keys, values [1, heads, len(ids), dim]
 
@@ -59,7 +62,7 @@ class PrefixKVCache:
         if max_tokens < 1:
             raise ValueError(f"prefix cache size must be >= 1 token, got {max_tokens}")
         self.max_tokens = max_tokens
-        self._entries: OrderedDict[tuple[int, ...], CachedPrompt] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, tuple[int, ...]], CachedPrompt] = OrderedDict()
         self._tokens = 0
         self.stats = PrefixCacheStats()
 
@@ -70,8 +73,8 @@ class PrefixKVCache:
     def tokens(self) -> int:
         return self._tokens
 
-    def lookup(self, ids: tuple[int, ...]) -> tuple[CachedPrompt | None, int]:
-        """The entry sharing the longest prefix with `ids`, and how many of its tokens to reuse.
+    def lookup(self, ids: tuple[int, ...], space: str = "") -> tuple[CachedPrompt | None, int]:
+        """The entry of `space` sharing the longest prefix with `ids`, and how many of its tokens to reuse.
 
         At most len(ids) - 1: the prompt's last token is always run, since its logits sample the
         first output token."""
@@ -79,13 +82,15 @@ class PrefixKVCache:
         self.stats.prompt_tokens += len(ids)
         best, best_n = None, 0
         for entry in self._entries.values():
+            if entry.space != space:
+                continue
             n = common_prefix_len(entry.ids, ids)
             if n > best_n:
                 best, best_n = entry, n
         reuse = min(best_n, len(ids) - 1)
         if best is None or reuse < MIN_REUSED_TOKENS:
             return None, 0
-        self._entries.move_to_end(best.ids)
+        self._entries.move_to_end((space, best.ids))
         self.stats.hits += 1
         self.stats.reused_tokens += reuse
         return best, reuse
@@ -96,19 +101,25 @@ class PrefixKVCache:
         self.stats.prompt_tokens += len(ids) * copies
         self.stats.reused_tokens += len(ids) * copies
 
-    def store(self, ids: tuple[int, ...], layers: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-        """Keep `layers` (copied) as the KV of `ids`, evicting the least recently used entries."""
-        if ids in self._entries:
-            self._entries.move_to_end(ids)
+    def store(self, ids: tuple[int, ...], layers: list[tuple[torch.Tensor, torch.Tensor]], space: str = "") -> None:
+        """Keep `layers` (copied) as the KV of `ids` in `space`, evicting the least recently used entries."""
+        key = (space, ids)
+        if key in self._entries:
+            self._entries.move_to_end(key)
             return
         if len(ids) > self.max_tokens or len(ids) < MIN_REUSED_TOKENS:
             return
         while self._tokens + len(ids) > self.max_tokens:
             _, old = self._entries.popitem(last=False)
             self._tokens -= len(old.ids)
-        self._entries[ids] = CachedPrompt(ids, tuple((k.clone(), v.clone()) for k, v in layers))
+        self._entries[key] = CachedPrompt(space, ids, tuple((k.clone(), v.clone()) for k, v in layers))
         self._tokens += len(ids)
 
     def clear(self) -> None:
         self._entries.clear()
         self._tokens = 0
+
+    def clear_space(self, space: str) -> None:
+        """Drop the entries of one space (an adapter that was replaced or unloaded)."""
+        for key in [k for k in self._entries if k[0] == space]:
+            self._tokens -= len(self._entries.pop(key).ids)

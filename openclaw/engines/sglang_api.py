@@ -8,7 +8,9 @@ Errors use OpenAI's body shape `{"error": {"message", "type", "param", "code"}}`
 
 Differences from SGLang, on purpose: `/pause_generation` defaults to `mode="in_place"` (keep
 in-flight requests, resume them on `/continue_generation`); pass `{"mode": "abort"}` for SGLang's
-abort behaviour. `weight_version` is a decimal string of an integer that starts at 0 and
+abort behaviour. A request's `lora_path` names an adapter loaded by `/load_lora_adapter` (SGLang
+also takes names only there); behind per-user keys a plain user may name only their own (the one
+named after them), and another user's answers like a missing one. `weight_version` is a decimal string of an integer that starts at 0 and
 increments on every `/update_weights_from_disk`. Every route that changes state is POST only
 (`/flush_cache` too, which SGLang also answers on GET); GET answers 405.
 """
@@ -30,11 +32,13 @@ from openclaw.engines.sglang_protocol import ProtocolError, meta_info, parse_sam
 from openclaw.engines.textcheck import lone_surrogate_path
 from openclaw.engines.tokenizer_lock import tokenizer_lock
 from openclaw.httpapi.disconnect import unless_disconnected
+from openclaw.httpapi.identity import scope_identity
 
 _GENERATE_KEYS = {"text", "input_ids", "sampling_params", "rid", "return_logprob", "logprob_start_len",
                   "top_logprobs_num", "return_text_in_logprobs", "stream", "prompt",
+                  "lora_path",
                   # accepted and ignored
-                  "lora_path", "custom_logit_processor", "bootstrap_host", "bootstrap_port", "bootstrap_room",
+                  "custom_logit_processor", "bootstrap_host", "bootstrap_port", "bootstrap_room",
                   "data_parallel_rank", "log_metrics", "return_hidden_states", "modalities",
                   # refused unless empty (_refuse_media): the embedded engine's models read text only
                   "image_data", "video_data", "audio_data",
@@ -84,7 +88,22 @@ def _refuse_media(engine, body: dict[str, Any]) -> None:
                                 "reads text only; send text, or serve a vision-language model on SGLang", key)
 
 
-def _build_requests(engine, body: dict[str, Any]) -> tuple[list[GenerationRequest], bool, list[dict[str, Any]]]:
+def _adapter_names(body: dict[str, Any], n: int, batched: bool, loaded: dict[str, int],
+                   caller: str | None) -> list[str | None]:
+    """Each prompt's `lora_path`. `caller`: the plain user making the request (None: anyone may name
+    any adapter); another user's adapter is refused exactly as one that is not loaded."""
+    names = _per_item(body.get("lora_path"), n, "lora_path", batched)
+    for name in names:
+        if name is not None and not isinstance(name, str):
+            raise ProtocolError("'lora_path' must be the name of a loaded LoRA adapter (or a list of names)",
+                                "lora_path")
+        if name is not None and ((caller is not None and name != caller) or name not in loaded):
+            raise ProtocolError(f"LoRA adapter {name!r} is not loaded on this server", "lora_path")
+    return names
+
+
+def _build_requests(engine, body: dict[str, Any],
+                    caller: str | None = None) -> tuple[list[GenerationRequest], bool, list[dict[str, Any]]]:
     unknown = set(body) - _GENERATE_KEYS
     if unknown:
         raise ProtocolError(f"unknown fields: {sorted(unknown)}", sorted(unknown)[0])
@@ -115,6 +134,7 @@ def _build_requests(engine, body: dict[str, Any]) -> tuple[list[GenerationReques
     starts = _per_item(body.get("logprob_start_len", -1), n, "logprob_start_len", batched)
     tops = _per_item(body.get("top_logprobs_num", 0), n, "top_logprobs_num", batched)
     rids = _per_item(body.get("rid"), n, "rid", batched)
+    adapters = _adapter_names(body, n, batched, engine.lora_adapters, caller)
     with_text = bool(body.get("return_text_in_logprobs", False))
     reqs, opts = [], []
     for i in range(n):
@@ -125,7 +145,8 @@ def _build_requests(engine, body: dict[str, Any]) -> tuple[list[GenerationReques
         req = GenerationRequest(input_ids=tuple(prompts[i]), params=parse_sampling_params(sps[i]),
                                 return_logprob=bool(rlps[i]), top_logprobs_num=top_n,
                                 logprob_start_len=start if rlps[i] else -1,
-                                request_id=rids[i] if isinstance(rids[i], str) and rids[i] else uuid.uuid4().hex)
+                                request_id=rids[i] if isinstance(rids[i], str) and rids[i] else uuid.uuid4().hex,
+                                lora_name=adapters[i])
         try:
             validate = getattr(engine, "validate", None)
             if validate is not None:
@@ -145,16 +166,24 @@ async def _maybe_await(value: Any) -> Any:
     return value
 
 
-def sglang_router(engine) -> APIRouter:
-    """FastAPI router with SGLang's native endpoints over `engine` (an `HFEngine`)."""
+def sglang_router(engine, per_user: bool = False) -> APIRouter:
+    """FastAPI router with SGLang's native endpoints over `engine` (an `HFEngine`). `per_user`: the app
+    resolves each request's identity (IdentityMiddleware), and a plain user's `lora_path` may name
+    only their own adapter."""
     router = APIRouter()
+
+    def caller(request: Request) -> str | None:
+        if not per_user:
+            return None
+        identity = scope_identity(request.scope)
+        return None if identity.is_admin else identity.user_id
 
     @router.post("/generate")
     async def generate(request: Request):
         try:
             body = await _json_body(request, allow_empty=False)
             # Tokenising long `text` prompts takes CPU time: off the event loop.
-            reqs, batched, opts = await asyncio.to_thread(_build_requests, engine, body)
+            reqs, batched, opts = await asyncio.to_thread(_build_requests, engine, body, caller(request))
         except ProtocolError as exc:
             return _error(400, str(exc), exc.param)
         if body.get("stream"):
@@ -228,6 +257,37 @@ def sglang_router(engine) -> APIRouter:
         payload = {"success": ok, "message": message, "num_paused_requests": 0}
         return JSONResponse(payload, status_code=200 if ok else 400)
 
+    @router.post("/load_lora_adapter")
+    async def load_lora_adapter(request: Request):
+        try:
+            body = await _json_body(request, allow_empty=False)
+            name, path = body.get("lora_name"), body.get("lora_path")
+            if not isinstance(name, str) or not name:
+                raise ProtocolError("'lora_name' (the name requests will use) is required", "lora_name")
+            if not isinstance(path, str) or not path:
+                raise ProtocolError("'lora_path' (a PEFT adapter folder) is required", "lora_path")
+            version = body.get("weight_version")
+            if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+                raise ProtocolError("'weight_version' must be an integer", "weight_version")
+        except ProtocolError as exc:
+            return _error(400, str(exc), exc.param)
+        ok, message = await engine.load_lora_adapter(name, path, version)
+        return JSONResponse({"success": ok, "message": message, "loaded_adapters": engine.lora_adapters},
+                            status_code=200 if ok else 400)
+
+    @router.post("/unload_lora_adapter")
+    async def unload_lora_adapter(request: Request):
+        try:
+            body = await _json_body(request, allow_empty=False)
+            name = body.get("lora_name")
+            if not isinstance(name, str) or not name:
+                raise ProtocolError("'lora_name' is required", "lora_name")
+        except ProtocolError as exc:
+            return _error(400, str(exc), exc.param)
+        ok, message = await engine.unload_lora_adapter(name)
+        return JSONResponse({"success": ok, "message": message, "loaded_adapters": engine.lora_adapters},
+                            status_code=200 if ok else 400)
+
     # POST only, unlike SGLang (which answers both): a page can make a browser GET any URL with no
     # Origin header (`<img src>`), and a flush changes state. SGLang accepts the POST our clients send.
     @router.post("/flush_cache")
@@ -285,7 +345,9 @@ def sglang_router(engine) -> APIRouter:
             # "live": weights swap between two decode steps, callers need not pause (weight_sync.py)
             "weight_swap": getattr(engine, "weight_swap", "pause"),
             # lookups, hits, prompt tokens whose forward was skipped (None: no prefix cache)
-            "prefix_cache": getattr(engine, "prefix_cache_stats", None)})
+            "prefix_cache": getattr(engine, "prefix_cache_stats", None),
+            # per-request LoRA adapters: name -> version (/load_lora_adapter)
+            "lora_adapters": engine.lora_adapters})
 
     @router.get("/health")
     async def health():

@@ -38,7 +38,7 @@ def _mount_sglang_routes(app: FastAPI, engine: Engine) -> None:
     except ImportError:
         log.warning("openclaw.engines.sglang_api is not available: SGLang native endpoints are not served")
         return
-    app.include_router(sglang_router(engine))
+    app.include_router(sglang_router(engine, per_user=True))
 
 
 def create_app(config: ServerConfig, engine: Engine | None = None, observer: TurnObserver | None = None) -> FastAPI:

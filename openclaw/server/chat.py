@@ -156,9 +156,12 @@ def plan_chat(state: ServerState, req: ChatCompletionRequest, control: RLControl
     )
     want_lp = req.logprobs or state.observer is not None
     completion_id = "chatcmpl-" + uuid.uuid4().hex
+    # A user with an adapter of their own (loaded under their id: /load_lora_adapter) is served by it;
+    # everyone else by the served model.
+    own_adapter = control.user_id if control.user_id in state.engine.lora_adapters else None
     gen = GenerationRequest(input_ids=tuple(prompt.input_ids), params=params, return_logprob=want_lp,
                             top_logprobs_num=(req.top_logprobs or 0) if req.logprobs else 0,
-                            request_id=completion_id)
+                            request_id=completion_id, lora_name=own_adapter)
     if images:  # to the engine with the rendered text and the images (multimodal.py)
         gen = with_images(gen, prompt, images, str(state.engine.model_path), trimmed=fit.report is not None)
     validate = getattr(state.engine, "validate", None)  # optional engine hook: reject before streaming starts

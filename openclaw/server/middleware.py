@@ -23,7 +23,8 @@ from openclaw.httpapi.middleware import (
 
 # SGLang's native control routes (openclaw.engines.sglang_api) and the promotion routes.
 _ENGINE_CONTROL_PATHS = frozenset({"/update_weights_from_disk", "/flush_cache", "/pause_generation",
-                                   "/continue_generation", "/abort_request"})
+                                   "/continue_generation", "/abort_request", "/load_lora_adapter",
+                                   "/unload_lora_adapter"})
 _PROMOTION_PATH = re.compile(r"/v1/weights/[^/]+/(?:promote|rollback)/?")
 
 
