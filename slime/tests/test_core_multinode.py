@@ -202,7 +202,8 @@ def test_the_rollout_manager_writes_received_weights_locally_and_keeps_only_the_
 
     pushed: list[tuple] = []
     monkeypatch.setattr(weight_sync, "push_to_engines",
-                        lambda urls, path, version: pushed.append((Path(path), read_weight_files(path), version)))
+                        lambda urls, path, version, adapter_name=None: pushed.append(
+                            (Path(path), read_weight_files(path), version)))
     monkeypatch.setenv("SLIME_WEIGHT_SYNC_DIR", str(tmp_path / "sync"))
     cfg = parse_config(["--log-dir", str(tmp_path / "logs")], env=NO_ENV)
     manager = RolloutManager(cfg, str(tmp_path), log_dir=str(tmp_path / "logs"))

@@ -62,6 +62,8 @@ class RolloutManager:
         self.use_gpu = use_gpu
         self.model_path = str(model_path)
         self.weight_version = weight_version
+        # --lora-adapter-name: the trained adapter is served under this name beside the base
+        self.adapter_name: str | None = getattr(self.args, "lora_adapter_name", None)
         self.engines: list[EngineProcess] = []
         self.sglang_handles: list[Any] = []
         self.backend = resolve_backend(self.args, use_gpu)
@@ -106,13 +108,13 @@ class RolloutManager:
             # Every --sglang-* flag (mem fraction, context length, parsers, passthrough) goes
             # through the one planner, so none is dropped on the way to sglang.launch_server.
             host = self.engine_host
-            plan = plan_sglang_rollout(self.args, self.model_path, host=host, ports=[free_port(host) for _ in range(n)],
+            plan = plan_sglang_rollout(self.args, self._engine_model_path(), host=host, ports=[free_port(host) for _ in range(n)],
                                        gpu_ids=gpu_ids or None, weight_version=self.weight_version)
             self.sglang_handles = launch_planned_engines(plan, log_dir=str(self.log_dir))
             self.urls = [h.base_url for h in self.sglang_handles]
         else:
             for i in range(n):
-                eng = EngineProcess(model_path=self.model_path, host=self.engine_host,
+                eng = EngineProcess(model_path=self._engine_model_path(), host=self.engine_host,
                                     log_path=self.log_dir / f"engine_{i}.log",
                                     dtype="bfloat16" if getattr(self.args, "bf16", False) else "float32",
                                     device="cuda" if gpu_ids else None, extra_env=engine_env(i),
@@ -121,9 +123,10 @@ class RolloutManager:
                 self.engines.append(eng)
                 eng.start()
                 self.urls.append(eng.url)
-        if self.weight_version and self.backend == "embedded":
+        if self.weight_version and self.backend == "embedded" and self.adapter_name is None:
             # the embedded server starts at version 0: re-announce the resumed version so that
-            # samples report it (staleness stays meaningful across a resume)
+            # samples report it (staleness stays meaningful across a resume); a named adapter
+            # carries its own version, loaded by the driver's first push
             from slime.utils.weight_sync import push_to_engines
 
             push_to_engines(self.urls, self.model_path, self.weight_version)
@@ -132,6 +135,12 @@ class RolloutManager:
             host, port = self.urls[0].split("//", 1)[1].rsplit(":", 1)
             self.args.sglang_router_ip, self.args.sglang_router_port = host, int(port)
         return list(self.urls)
+
+    def _engine_model_path(self) -> str:
+        """What engines slime starts load: with a named adapter always the base model (a resumed
+        checkpoint holds the adapter, which is loaded by name, never merged into what everyone is
+        served); otherwise the run's model (the checkpoint when resuming)."""
+        return str(self.args.hf_checkpoint) if self.adapter_name is not None else self.model_path
 
     def _bind_host(self) -> str:
         import ray
@@ -190,6 +199,7 @@ class RolloutManager:
     def generate(self, rollout_id: int) -> tuple[list[Sample], dict[str, Any]]:
         """Run the rollout function; returns the flat sample list (groups contiguous) + metrics."""
         from slime.rollout.plugins_io import load_optional
+        from slime.rollout.staleness import fill_unreported_versions
         from slime.utils.plugins import load_rollout_fn
 
         t0 = time.perf_counter()
@@ -202,8 +212,10 @@ class RolloutManager:
         if self.data_source is None and self.args.rollout_function_path.startswith("slime.rollout.sglang_rollout"):
             raise ValueError("the default rollout function needs --prompt-data (or --data-source-path)")
         fn = load_rollout_fn(self.args.rollout_function_path, self.args)
+        start_version = self.weight_version
         out: RolloutFnTrainOutput = normalize_rollout_output(fn(rollout_id, self.data_source, evaluation=False))
         metrics = dict(out.metrics)
+        fill_unreported_versions([s for g in out.samples for s in g], start_version)
         sample_filter = load_optional(self.args, "rollout_sample_filter_path", "sample_filter")
         if sample_filter is not None:
             sample_filter(out.samples)
@@ -230,7 +242,7 @@ class RolloutManager:
     def update_weights(self, model_path: str, version: int) -> int:
         from slime.utils.weight_sync import push_to_engines
 
-        push_to_engines(self.urls, model_path, version)
+        push_to_engines(self.urls, model_path, version, adapter_name=self.adapter_name)
         self.weight_version = version
         return version
 
@@ -248,7 +260,7 @@ class RolloutManager:
             self.received_root = Path(tempfile.mkdtemp(prefix="slime-weights-recv-", dir=parent))
         folder = self.received_root / f"v{version}"
         size = write_weight_files(files, folder)
-        push_to_engines(self.urls, folder, version)
+        push_to_engines(self.urls, folder, version, adapter_name=self.adapter_name)
         self.weight_version = version
         for old in self.received:
             shutil.rmtree(old, ignore_errors=True)
@@ -256,7 +268,7 @@ class RolloutManager:
         served = []
         for url in self.urls:
             with SyncSGLangClient(url, timeout=60) as client:
-                served.append(str(client.get_weight_version()))
+                served.append(served_version(client, self.adapter_name))
         return {"folder": str(folder), "files": len(files), "bytes": size, "served_versions": served}
 
     def offload(self) -> None:
@@ -289,6 +301,23 @@ class RolloutManager:
             shutil.rmtree(self.received_root, ignore_errors=True)
             self.received_root = None
             self.received = []
+
+
+def served_version(client: Any, adapter_name: str | None) -> str:
+    """The version an engine serves the policy at: its weight version, or with a named adapter that
+    adapter's version (/get_server_info's lora_adapters[NAME]). SGLang versions only its base, so
+    for it the answer says the adapter's version is not reported rather than give the base's."""
+    from slime.utils.weight_sync import adapter_versions, server_info
+
+    if adapter_name is None:
+        return str(client.get_weight_version())
+    versions = adapter_versions(server_info(client))
+    if versions is None:
+        return f"{adapter_name}: not reported (the engine versions only its base)"
+    if adapter_name not in versions:
+        raise RuntimeError(f"engine {client.base_url} does not serve adapter {adapter_name!r} after the push "
+                           f"(it serves {sorted(versions)})")
+    return str(versions[adapter_name])
 
 
 def write_weight_files(files: dict[str, bytes], folder: str | Path) -> int:

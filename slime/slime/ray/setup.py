@@ -10,8 +10,8 @@
                       others by broadcast commands, the rollout manager is a plain object here
                       (embedded or external engines), resume from --load
 
-Every form ends the same: weight versions continue after the data source's floor, the run length is
-known and the logger is open. A failure tears down what was started.
+Every form ends the same: weight versions continue after the data source's floor, a named adapter
+(--lora-adapter-name) is loaded into the engines, the run length is known and the logger is open. A failure tears down what was started.
 """
 
 from __future__ import annotations
@@ -102,6 +102,7 @@ def setup(cfg: Any, *, where: Where = "ray", torchrun: TorchrunEnv | None = None
     try:
         layout = _bring_up_on_ray(run, inputs) if where == "ray" else _bring_up_here(run, inputs, torchrun)
         continue_numbering(run)
+        load_initial_adapter(run)
         run.num_rollout = num_rollout(run.cfg, int(resolve(call(run.rollout, "num_prompts"))))
         run.logger = make_logger(run.cfg, run.num_rollout, run.start_rollout_id, echo=echo_steps)
         if layout is not None:
@@ -110,6 +111,19 @@ def setup(cfg: Any, *, where: Where = "ray", torchrun: TorchrunEnv | None = None
         run.shutdown()
         raise
     return run
+
+
+def load_initial_adapter(run: Run) -> None:
+    """With --lora-adapter-name the engines answer for the policy only under that name, and before a
+    push they hold no adapter of that name (or another run's): the trainer's current adapter (fresh,
+    or the resumed checkpoint's) is pushed once, as a new version, before the first rollout, so every
+    request naming it is answered by the weights being trained. Nothing to push without a trainer
+    (--debug-rollout-only: the engines must already serve the name) or without engines."""
+    name = run.cfg.lora.lora_adapter_name
+    if name is None or run.train is None or run.cfg.debug.debug_train_only:
+        return
+    seconds = run.sync_weights()
+    log.info("the engines serve the trainer's adapter as %r at version %d (%.2fs)", name, run.weights.version, seconds)
 
 
 def num_rollout(cfg: Any, num_prompts: int) -> int:

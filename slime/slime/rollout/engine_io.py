@@ -45,19 +45,25 @@ def sampling_params_from_args(args: Any, evaluation: bool = False) -> dict[str, 
 
 
 class EngineClients:
-    """Async clients for N engines; create and close them inside the event loop that uses them."""
+    """Async clients for N engines; create and close them inside the event loop that uses them.
 
-    def __init__(self, urls: list[str], timeout_s: float = 600.0) -> None:
+    adapter_name (--lora-adapter-name): the policy is the LoRA adapter the engines serve under this
+    name, so every /generate names it (`lora_path`, SGLang's per-request adapter field); without
+    it the request would be answered by the base model."""
+
+    def __init__(self, urls: list[str], timeout_s: float = 600.0, *, adapter_name: str | None = None) -> None:
         from slime.rollout.sglang_client import SGLangClient
 
         if not urls:
             raise ValueError("EngineClients needs at least one engine URL")
         self.urls = list(urls)
         self.clients = [SGLangClient(u, timeout=timeout_s) for u in self.urls]
+        self.adapter_name = adapter_name
+        self._versions_adapters: dict[int, bool] = {}  # engine index -> answer of reports_adapter_versions
 
     @classmethod
     def from_args(cls, args: Any) -> EngineClients:
-        return cls(engine_urls_from_args(args))
+        return cls(engine_urls_from_args(args), adapter_name=getattr(args, "lora_adapter_name", None))
 
     @property
     def num_engines(self) -> int:
@@ -65,11 +71,29 @@ class EngineClients:
 
     async def generate(self, engine_index: int, input_ids: list[int], sampling_params: dict[str, Any]) -> dict[str, Any]:
         client = self.clients[engine_index % len(self.clients)]
-        out = await client.generate({"input_ids": input_ids, "sampling_params": sampling_params,
-                                     "return_logprob": True})
+        body: dict[str, Any] = {"input_ids": input_ids, "sampling_params": sampling_params, "return_logprob": True}
+        if self.adapter_name is not None:
+            body["lora_path"] = self.adapter_name
+        out = await client.generate(body)
         if isinstance(out, list):
             raise RuntimeError("engine returned a batch for a single /generate request")
         return out
+
+    async def reports_adapter_versions(self, engine_index: int) -> bool:
+        """Does this engine version its adapters (its /get_server_info lists `lora_adapters`)? Such an
+        engine (the embedded one) answers a request naming an adapter with that adapter's version;
+        SGLang answers with its base weights' version. Asked once per engine (concurrent first calls
+        may each ask; the answers agree)."""
+        from slime.rollout.sglang_client import SGLangClientError
+
+        i = engine_index % len(self.clients)
+        if i not in self._versions_adapters:
+            try:
+                info = await self.clients[i].get_server_info()
+            except SGLangClientError:
+                info = {}  # as weight_sync.server_info: a server that does not say is treated as SGLang
+            self._versions_adapters[i] = isinstance(info, dict) and "lora_adapters" in info
+        return self._versions_adapters[i]
 
     async def aclose(self) -> None:
         for c in self.clients:

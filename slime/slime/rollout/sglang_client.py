@@ -147,6 +147,38 @@ class SGLangClient:
                                     url=self.base_url, status=resp.status_code, body=resp.text)
         return out
 
+    async def load_lora_adapter(self, lora_name: str, lora_path: str, *,
+                                weight_version: int | None = None) -> dict[str, Any]:
+        """POST /load_lora_adapter: serve the PEFT adapter folder `lora_path` under `lora_name`
+        (requests name it as `lora_path`). SGLangClientError, naming this engine and its message,
+        unless it loaded. `weight_version` only for an engine that versions its adapters (its
+        /get_server_info lists `lora_adapters`): SGLang's request has no such field."""
+        body: dict[str, Any] = {"lora_name": lora_name, "lora_path": str(lora_path)}
+        if weight_version is not None:
+            body["weight_version"] = int(weight_version)
+        return await self._lora_update("/load_lora_adapter", body, f"load_lora_adapter({lora_name!r}, {lora_path})")
+
+    async def unload_lora_adapter(self, lora_name: str) -> dict[str, Any]:
+        """POST /unload_lora_adapter; SGLangClientError unless the adapter was unloaded."""
+        return await self._lora_update("/unload_lora_adapter", {"lora_name": lora_name},
+                                       f"unload_lora_adapter({lora_name!r})")
+
+    async def _lora_update(self, path: str, body: dict[str, Any], what: str) -> dict[str, Any]:
+        # Both servers answer a refusal with HTTP 400: SGLang as {success, error_message,
+        # loaded_adapters}, ours as {success, message, loaded_adapters} (a malformed request as an
+        # OpenAI error body). Only an explicit success counts.
+        resp = await self._request("POST", path, json_body=body, ok_statuses=(200, 400))
+        try:
+            out = resp.json()
+        except ValueError:
+            out = None
+        if isinstance(out, dict) and out.get("success") is True:
+            return out
+        reason = (out.get("error_message") or out.get("message")) if isinstance(out, dict) else None
+        raise SGLangClientError(f"{what} at {self.base_url} failed (HTTP {resp.status_code}): "
+                                f"{reason or _error_text(resp)}", url=self.base_url, status=resp.status_code,
+                                body=resp.text)
+
     async def pause_generation(self, mode: str | None = None) -> dict[str, Any]:
         body = {"mode": mode} if mode else {}
         return (await self._request("POST", "/pause_generation", json_body=body)).json()
@@ -239,6 +271,12 @@ class SyncSGLangClient:
 
     def update_weights_from_disk(self, model_path: str, **kwargs: Any) -> dict[str, Any]:
         return self._run(self._client.update_weights_from_disk(model_path, **kwargs))
+
+    def load_lora_adapter(self, lora_name: str, lora_path: str, **kwargs: Any) -> dict[str, Any]:
+        return self._run(self._client.load_lora_adapter(lora_name, lora_path, **kwargs))
+
+    def unload_lora_adapter(self, lora_name: str) -> dict[str, Any]:
+        return self._run(self._client.unload_lora_adapter(lora_name))
 
     def pause_generation(self, mode: str | None = None) -> dict[str, Any]:
         return self._run(self._client.pause_generation(mode))

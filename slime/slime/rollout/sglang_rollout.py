@@ -7,6 +7,9 @@ loss_mask, rollout_log_probs (1:1 with response tokens) and weight_version -> re
 topping up with fresh prompts until `rollout_batch_size` groups are kept. With `evaluation=True`
 (slime.rollout.evaluation): every prompt of the eval datasets, with the eval sampling settings.
 
+With --lora-adapter-name every request names the trained adapter (`lora_path`), so the policy
+is the adapter the engines serve under that name, never the base model beside it.
+
 Engine addresses come from `args.rollout_engine_urls` (set by the rollout manager), else
 `args.sglang_router_ip/port` (slime's router address).
 """
@@ -21,6 +24,7 @@ from typing import Any
 from slime.rollout.base_types import DynamicFilterOutput, RolloutFnEvalOutput, RolloutFnTrainOutput
 from slime.rollout.engine_io import EngineClients, sampling_params_from_args
 from slime.rollout.rm import batched_async_rm
+from slime.rollout.staleness import UNREPORTED_VERSION
 from slime.utils.types import Sample
 
 log = logging.getLogger("slime.rollout")
@@ -59,14 +63,26 @@ async def generate_one(args: Any, sample: Sample, sampling_params: dict[str, Any
     sample.response_length = len(output_ids)
     sample.loss_mask = [1] * len(output_ids)
     sample.rollout_log_probs = logprobs
+    await _record_version(sample, out, clients, engine_index)
+    finish = (out["meta_info"].get("finish_reason") or {}).get("type")
+    sample.status = {"length": Sample.Status.TRUNCATED, "abort": Sample.Status.ABORTED}.get(finish, Sample.Status.COMPLETED)
+    return sample
+
+
+async def _record_version(sample: Sample, out: dict[str, Any], clients: EngineClients, engine_index: int) -> None:
+    """The sample's weight version, from the engine's answer. With a named adapter only an engine
+    that versions its adapters answers with the adapter's version; SGLang's answer is its base
+    weights' version, which never moves while the adapter trains, so such a sample is marked and
+    the rollout manager gives it the version the rollout began with (fill_unreported_versions)."""
+    if clients.adapter_name is not None and not await clients.reports_adapter_versions(engine_index):
+        sample.metadata[UNREPORTED_VERSION] = clients.adapter_name
+        sample.weight_version = None
+        return
     raw_version = out["meta_info"].get("weight_version")
     version = parse_weight_version(raw_version)
     if version is None:  # counted per rollout (rollout/weight_version_unreadable) and warned about there
         sample.metadata["weight_version_unreadable"] = repr(raw_version)
     sample.weight_version = version if version is not None else 0
-    finish = (out["meta_info"].get("finish_reason") or {}).get("type")
-    sample.status = {"length": Sample.Status.TRUNCATED, "abort": Sample.Status.ABORTED}.get(finish, Sample.Status.COMPLETED)
-    return sample
 
 
 async def _generate_group(args: Any, group: list[Sample], sampling_params: dict[str, Any], clients: EngineClients,

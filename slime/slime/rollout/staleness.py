@@ -15,6 +15,24 @@ from dataclasses import dataclass
 
 from slime.utils.types import Sample
 
+# Set by the default rollout on a sample whose engine versions only its base weights (SGLang) while
+# the policy is a named adapter (--lora-adapter-name): the answer's weight_version is the base's and
+# says nothing about the adapter that produced the sample.
+UNREPORTED_VERSION = "weight_version_unreported"
+
+
+def fill_unreported_versions(samples: list[Sample], start_version: int) -> int:
+    """Give each sample whose engine could not say which adapter version produced it the version the
+    engines held when the rollout began (the rollout manager's). Pushes only raise versions, so this
+    is never newer than the truth: a push during the rollout makes such a sample count older than it
+    is, never fresher. Returns how many were filled."""
+    filled = 0
+    for s in samples:
+        if UNREPORTED_VERSION in s.metadata:
+            s.weight_version = start_version
+            filled += 1
+    return filled
+
 
 @dataclass
 class StalenessResult:

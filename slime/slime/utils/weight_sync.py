@@ -8,36 +8,64 @@
    decode steps) gets the update alone, without the pause: its users see no stall;
 3. the version is bumped; every sample generated afterwards reports it.
 
+With `--lora-adapter-name NAME` the trained adapter is served under NAME beside the base model and
+other adapters (SGLang's per-request LoRA), so step 2 becomes one POST /load_lora_adapter
+{lora_name: NAME, lora_path} per engine and the base weights are never touched (`load_adapter`).
+
 Folders live under `<root>/v<version>`; after a successful push the previous version's folder
 is deleted (the engines have loaded it into memory).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
-def swaps_live(client) -> bool:
-    """Does the engine swap weights without a pause? Only when it says so; SGLang does not.
-    An engine that does not answer /get_server_info gets the classic (always correct) sequence."""
+def server_info(client: Any) -> dict[str, Any]:
+    """The engine's GET /get_server_info, or {} when it does not answer one: such an engine gets
+    the sequences that are correct for any SGLang server (no live swap, no adapter versions)."""
     from slime.rollout.sglang_client import SGLangClientError
 
     try:
         info = client.get_server_info()
     except SGLangClientError:
-        return False
-    return isinstance(info, dict) and info.get("weight_swap") == "live"
+        return {}
+    return info if isinstance(info, dict) else {}
 
 
-def push_to_engines(urls: list[str], model_path: str | Path, version: int, timeout_s: float = 600.0) -> None:
+def swaps_live(client: Any) -> bool:
+    """Does the engine swap weights without a pause? Only when it says so; SGLang does not."""
+    return server_info(client).get("weight_swap") == "live"
+
+
+def adapter_versions(info: dict[str, Any]) -> dict[str, int] | None:
+    """{adapter name: weight version} from a /get_server_info answer (`lora_adapters`), or None for
+    an engine that does not version its adapters (SGLang: its one `weight_version` is the base's)."""
+    if "lora_adapters" not in info:
+        return None
+    versions = info["lora_adapters"]
+    if not isinstance(versions, dict):
+        raise ValueError(f"/get_server_info's lora_adapters must map adapter names to versions, got {versions!r:.200}")
+    return versions
+
+
+def push_to_engines(urls: list[str], model_path: str | Path, version: int, timeout_s: float = 600.0, *,
+                    adapter_name: str | None = None) -> None:
     """Load `model_path` into every engine with pause/continue + flush_cache around the swap
-    (engines that swap live get the update alone)."""
+    (engines that swap live get the update alone). With `adapter_name`, `model_path` is a PEFT
+    adapter folder loaded under that name beside the base (`load_adapter`): no pause, no
+    update_weights_from_disk. Raises on the first engine that fails, naming it."""
     from slime.rollout.sglang_client import SyncSGLangClient
 
     for url in urls:
         with SyncSGLangClient(url, timeout=timeout_s) as client:
+            if adapter_name is not None:
+                load_adapter(client, adapter_name, model_path, version)
+                continue
             if swaps_live(client):
                 client.update_weights_from_disk(str(model_path), weight_version=version)
                 continue
@@ -47,6 +75,56 @@ def push_to_engines(urls: list[str], model_path: str | Path, version: int, timeo
                 client.flush_cache()
             finally:
                 client.continue_generation()
+
+
+def load_adapter(client: Any, name: str, path: str | Path, version: int) -> None:
+    """Serve the adapter folder `path` under `name` on one engine, leaving the base weights and the
+    other adapters as they are.
+
+    An engine that versions its adapters (its /get_server_info lists `lora_adapters`: the embedded
+    engine) gets one POST /load_lora_adapter with `weight_version`; loading a name it serves replaces
+    that adapter atomically between two decode steps. SGLang gets no `weight_version` (its request has
+    no such field) and refuses a name it already serves ("Failed to load LoRA adapter NAME because it
+    is already loaded": LoRAManager.validate_new_adapter, sgl-project/sglang
+    python/sglang/srt/lora/lora_manager.py), so a refused name is unloaded and loaded again. That
+    leaves a brief window on that engine: the unload waits for the requests already using the old
+    adapter to finish, and a request naming the adapter between the unload and the load is refused
+    as "not loaded": it fails loudly, never answered by other weights (with train_async, whose next
+    rollout generates during the push, such a failure stops the rollout).
+    A failure raises SGLangClientError naming the engine and its message."""
+    from slime.rollout.sglang_client import SGLangClientError
+
+    if adapter_versions(server_info(client)) is not None:
+        client.load_lora_adapter(name, str(path), weight_version=version)
+        return
+    try:
+        client.load_lora_adapter(name, str(path))
+        return
+    except SGLangClientError as exc:
+        if not _name_taken(exc, name):
+            raise
+    client.unload_lora_adapter(name)
+    try:
+        client.load_lora_adapter(name, str(path))
+    except SGLangClientError as exc:
+        raise SGLangClientError(f"{exc} (the previous adapter {name!r} was unloaded from {client.base_url}: "
+                                "requests naming it fail until a load succeeds)", url=exc.url, status=exc.status,
+                                body=exc.body) from exc
+
+
+def _name_taken(exc: Any, name: str) -> bool:
+    """Was a load refused only because `name` is already served? SGLang's refusal says "already"
+    (loaded / exists) and, where its answer lists `loaded_adapters`, the name is among them. Any
+    other refusal is a real failure, and the served adapter is left in place."""
+    try:
+        body = json.loads(exc.body) if exc.body else {}
+    except ValueError:
+        return False
+    if not isinstance(body, dict):
+        return False
+    message = str(body.get("error_message") or body.get("message") or "")
+    loaded = body.get("loaded_adapters")
+    return "already" in message and (not isinstance(loaded, dict) or name in loaded)
 
 
 @dataclass

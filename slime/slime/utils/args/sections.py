@@ -315,11 +315,21 @@ class CheckpointConfig:
 
 @dataclass(frozen=True)
 class LoRAConfig:
-    use_lora: bool = arg(False, "Train low-rank adapters (peft) on a frozen base; any other --lora-* flag turns it on.")
+    use_lora: bool = arg(
+        False,
+        "Train low-rank adapters (peft) on a frozen base; --lora-rank/--lora-alpha/--lora-dropout/"
+        "--lora-target-modules turn it on.",
+    )
     lora_rank: int = arg(64, "LoRA rank r.")
     lora_alpha: float = arg(128.0, "LoRA alpha (scale = alpha / r).")
     lora_dropout: float = arg(0.0, "LoRA dropout (0 keeps training log-probs equal to rollout's).")
     lora_target_modules: tuple[str, ...] = arg(("all-linear",), "Module names (peft target_modules).")
+    lora_adapter_name: str | None = arg(
+        None,
+        "Serve the trained adapter under this name (SGLang's per-request LoRA: /load_lora_adapter, and "
+        "`lora_path: NAME` on every /generate slime sends), beside the base model and other adapters, "
+        "instead of replacing the served weights. Needs --use-lora.",
+    )
 
 
 @dataclass(frozen=True)

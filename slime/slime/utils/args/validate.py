@@ -163,6 +163,7 @@ def validate(v: dict[str, Any]) -> None:
     check(0.0 <= v["lora_dropout"] < 1.0, f"--lora-dropout must be in [0, 1), got {v['lora_dropout']}")
     if v["use_lora"] and v["lora_dropout"] > 0.0:
         logger.warning("--lora-dropout %s: training log-probs will differ from the rollout policy's", v["lora_dropout"])
+    _validate_adapter_name(v)
     if v["max_staleness"] is not None:
         check(v["max_staleness"] >= 0, f"--max-staleness must be >= 0, got {v['max_staleness']}")
     if v["lr_warmup_fraction"] is not None:
@@ -185,6 +186,20 @@ def validate(v: dict[str, Any]) -> None:
     if v["use_kl_loss"] and v["kl_loss_coef"] == 0.0:
         logger.warning("--use-kl-loss with --kl-loss-coef 0: the KL term is computed but has no effect")
     _validate_eval(v)
+
+
+def _validate_adapter_name(v: dict[str, Any]) -> None:
+    """A named adapter is served beside the base: without LoRA the trainer would push full weights,
+    which replace what every other user of the engines is served, so the pair is refused."""
+    name = v["lora_adapter_name"]
+    if name is None:
+        return
+    check(bool(v["use_lora"]),
+          f"--lora-adapter-name {name!r} serves the trained LoRA adapter under that name beside the base model; "
+          "it needs --use-lora (without LoRA the trainer pushes full weights, which would replace the served "
+          "base model for everyone)")
+    check(bool(name) and not any(c.isspace() for c in name),
+          f"--lora-adapter-name {name!r}: give a non-empty name without whitespace (requests name it as lora_path)")
 
 
 # Eval settings and their defaults: one set without --eval-prompt-data would be accepted and ignored.
