@@ -10,13 +10,15 @@ SGLang endpoints (`python -m openclaw.engines.serve`) stand in for SGLang in CI.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.util
+import re
 import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar
 
 import httpx
 from slime.rollout.sglang_command import (  # noqa: F401 - re-exported: the launch helpers live in the trainer
@@ -32,6 +34,12 @@ from openclaw.proctree import stop_started_group
 
 # SGLang's scheduler and detokenizer get this long after SIGTERM to their group, then SIGKILL.
 STOP_GRACE_S = 30.0
+
+# How SGLang words a LoRA request to a server launched without --enable-lora
+# ("LoRA is not enabled. Please set `--enable-lora` to enable LoRA.").
+_LORA_DISABLED = re.compile(r"enable[-_]lora|lora is not enabled", re.IGNORECASE)
+
+T = TypeVar("T")
 
 
 class BackendUnavailable(RuntimeError):
@@ -51,11 +59,20 @@ class SGLangEngine(EngineBase):
 
     def __init__(self, base_url: str, *, tokenizer, model_path: str, max_context_len: int,
                  weight_version: int = 0, process: subprocess.Popen | None = None, log_path: str | None = None,
-                 timeout: float = 600.0, served_model_name: str | None = None, accepts_images: bool = False) -> None:
+                 timeout: float = 600.0, served_model_name: str | None = None, accepts_images: bool = False,
+                 versions_adapters: bool = False, lora_adapters: dict[str, int] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         # The server serves a model that takes images (SGLang's `has_image_understanding`): requests
         # may carry `image_data` (openclaw.server.multimodal decides per request).
         self.accepts_images = accepts_images
+        # The server versions its LoRA adapters itself (the embedded engine's endpoints: its
+        # /get_server_info lists `lora_adapters`, a load takes `weight_version` and replaces a loaded
+        # name, an answer carries the adapter's version). SGLang does none of that.
+        self.versions_adapters = versions_adapters
+        # The adapters this engine knows the server serves (name -> version): a request naming any
+        # other is refused here, since a server might answer it with the base model.
+        self._adapters: dict[str, int] = dict(lora_adapters or {})
+        self._lora_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         self._init_base(model_path, tokenizer, max_context_len, weight_version)
         self._process = process
         self.log_path = log_path
@@ -95,9 +112,11 @@ class SGLangEngine(EngineBase):
         if ctx > 10**7:  # tokenizers without a limit report a huge sentinel
             ctx = 4096
         version = _int_version(info.get("weight_version"))
+        adapters = _served_adapter_versions(server_info, base)
         return cls(base, tokenizer=tokenizer, model_path=str(path), max_context_len=ctx, weight_version=version,
                    timeout=timeout, served_model_name=served_model_name or info.get("served_model_name"),
-                   accepts_images=info.get("has_image_understanding") is True)
+                   accepts_images=info.get("has_image_understanding") is True,
+                   versions_adapters=adapters is not None, lora_adapters=adapters)
 
     @classmethod
     def launch(cls, cfg: SGLangLaunchConfig, *, startup_timeout: float = 900.0,
@@ -152,16 +171,16 @@ class SGLangEngine(EngineBase):
         return self._in_flight
 
     def _client(self) -> SGLangClient:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            for old in [lp for lp in self._clients if lp.is_closed()]:
-                del self._clients[old]
-            client = self._clients[loop] = SGLangClient(self.base_url, timeout=self._timeout)
-        return client
+        return _for_this_loop(self._clients, lambda: SGLangClient(self.base_url, timeout=self._timeout))
+
+    def _lora_lock(self) -> asyncio.Lock:
+        """Serialises this loop's adapter loads and unloads: on SGLang a replacement is an unload
+        and then a load, which another load of the name must not interleave with."""
+        return _for_this_loop(self._lora_locks, asyncio.Lock)
 
     def validate(self, request: GenerationRequest) -> None:
         self.check_prompt_fits(request)
+        self.check_lora_name(request)
         if request.params.max_new_tokens < 0:
             raise ValueError("max_new_tokens must be >= 0")
         if request.image_data and not self.accepts_images:
@@ -172,6 +191,7 @@ class SGLangEngine(EngineBase):
         """Stream via SSE; SGLang chunks carry cumulative (or, with incremental output,
         incremental) text/ids — both are handled."""
         self.validate(request)
+        adapter_version = self._adapter_version(request)
         self._in_flight += 1
         ids: list[int] = []
         lps: list[float] = []
@@ -202,7 +222,9 @@ class SGLangEngine(EngineBase):
                     yield TokenEvent(token_id=ids[-1] if ids else -1, logprob=None, text_delta=delta)
                 text += delta
                 if meta.get("finish_reason") is not None:
-                    self._weight_version = _int_version(meta.get("weight_version"), self._weight_version)
+                    reported = _int_version(meta.get("weight_version"), self._weight_version)
+                    if request.lora_name is None:
+                        self._weight_version = reported
                     in_lps = meta.get("input_token_logprobs") or []
                     yield GenerationResult(
                         request_id=str(meta.get("id", request.request_id or "")), prompt_ids=tuple(request.input_ids),
@@ -210,7 +232,7 @@ class SGLangEngine(EngineBase):
                         output_top_logprobs=tuple(tops) if request.top_logprobs_num else (),
                         input_logprobs=tuple(None if e[0] is None else float(e[0]) for e in in_lps),
                         finish_reason=finish_reason_from_sglang(meta.get("finish_reason")),
-                        weight_version=self._weight_version)
+                        weight_version=self._served_version(adapter_version, reported))
                     return
             raise SGLangClientError(f"{self.base_url}/generate stream ended without a finish_reason", url=self.base_url)
         finally:
@@ -218,14 +240,89 @@ class SGLangEngine(EngineBase):
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         self.validate(request)
+        adapter_version = self._adapter_version(request)
         self._in_flight += 1
         try:
             out = await self._client().generate(request_to_body(request))
         finally:
             self._in_flight -= 1
         result = result_from_sglang(out, tuple(request.input_ids))
-        self._weight_version = max(self._weight_version, result.weight_version)
-        return result
+        if request.lora_name is None:
+            self._weight_version = max(self._weight_version, result.weight_version)
+            return result
+        return dataclasses.replace(result, weight_version=self._served_version(adapter_version, result.weight_version))
+
+    def _adapter_version(self, request: GenerationRequest) -> int | None:
+        """The version of the adapter a validated request names as it is sent (None: the base)."""
+        return None if request.lora_name is None else self._adapters[request.lora_name]
+
+    def _served_version(self, adapter_version: int | None, reported: int) -> int:
+        """The version that served a finished request. The server's answer says it for a base request,
+        and for a named one on a server that versions its adapters (it may replace one between two
+        steps of a running request). SGLang reports only its base's version; there the adapter's
+        version when the request was sent is the one that served it: a replacement unloads the name
+        first (SGLang's unload waits for the requests using it) and, until the new load succeeds,
+        this engine refuses requests naming it."""
+        return reported if adapter_version is None or self.versions_adapters else adapter_version
+
+    # ---- per-request LoRA adapters ------------------------------------------------------
+    @property
+    def lora_adapters(self) -> dict[str, int]:
+        """The loaded adapters' names and versions (a copy: it changes only through load/unload)."""
+        return dict(self._adapters)
+
+    async def load_lora_adapter(self, name: str, path: str, weight_version: int | None = None) -> tuple[bool, str]:
+        """POST /load_lora_adapter. SGLang refuses a name it serves, so there a loaded name is unloaded
+        first; if the new folder is then refused, the name is no longer served and leaves the map
+        (the message says so). Any other failure leaves the map as it was."""
+        problem = _lora_args_problem(name, path, weight_version)
+        if problem:
+            return False, problem
+        async with self._lora_lock():
+            previous = self._adapters.get(name)
+            version = weight_version if weight_version is not None else (0 if previous is None else previous + 1)
+            unloaded = False
+            try:
+                if self.versions_adapters:
+                    await self._client().load_lora_adapter(name, path, weight_version=version)
+                else:
+                    if previous is not None:
+                        await self._client().unload_lora_adapter(name)
+                        del self._adapters[name]
+                        unloaded = True
+                    await self._client().load_lora_adapter(name, path)
+            except SGLangClientError as exc:
+                message = self._lora_failure(exc)
+                if unloaded:
+                    message += (f" (the previous adapter {name!r} was unloaded to replace it: requests naming "
+                                "it are refused until a load succeeds)")
+                return False, message
+            self._adapters[name] = version
+        return True, f"LoRA adapter {name!r} loaded from {path} (version {version})"
+
+    async def unload_lora_adapter(self, name: str) -> tuple[bool, str]:
+        """POST /unload_lora_adapter; the name leaves the map only when the server unloaded it."""
+        if not isinstance(name, str) or not name:
+            return False, "lora_name must be a non-empty string"
+        async with self._lora_lock():
+            try:
+                await self._client().unload_lora_adapter(name)
+            except SGLangClientError as exc:
+                return False, self._lora_failure(exc)
+            self._adapters.pop(name, None)
+        return True, f"LoRA adapter {name!r} unloaded"
+
+    def _lora_failure(self, exc: SGLangClientError) -> str:
+        """The client's message (it names the call, the server and the server's reason), with what to
+        do where the server cannot serve adapters at all."""
+        text = str(exc)
+        if exc.status == 404:
+            return (f"{text}: {self.base_url} has no such endpoint; per-request LoRA adapters need an SGLang "
+                    "release with dynamic LoRA loading, launched with --enable-lora")
+        if _LORA_DISABLED.search(text):
+            return (f"{text}: launch SGLang with --enable-lora (and --max-lora-rank / --lora-target-modules "
+                    "covering the adapters it will load) to serve per-request LoRA adapters")
+        return text
 
     async def update_weights_from_disk(self, model_path: str, weight_version: int | None = None) -> tuple[bool, str]:
         target = weight_version if weight_version is not None else self._weight_version + 1
@@ -265,6 +362,43 @@ class SGLangEngine(EngineBase):
         if self._process is not None:
             await asyncio.to_thread(stop_started_group, self._process, STOP_GRACE_S)
             self._process = None
+
+
+def _for_this_loop(store: dict[asyncio.AbstractEventLoop, T], make: Callable[[], T]) -> T:
+    """The running loop's entry in `store`, made on first use: httpx clients and asyncio locks are
+    bound to one loop, and callers drive this engine from several (entries of closed loops go)."""
+    loop = asyncio.get_running_loop()
+    item = store.get(loop)
+    if item is None:
+        for old in [lp for lp in store if lp.is_closed()]:
+            del store[old]
+        item = store[loop] = make()
+    return item
+
+
+def _served_adapter_versions(server_info: dict[str, Any], url: str) -> dict[str, int] | None:
+    """The adapters a server versions itself, from its /get_server_info (`lora_adapters`, name ->
+    version: the embedded engine's endpoints), or None for SGLang, whose one weight_version is its
+    base's. A list this engine cannot read is an error, not an empty one."""
+    if "lora_adapters" not in server_info:
+        return None
+    raw = server_info["lora_adapters"]
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                                            for k, v in raw.items()):
+        raise SGLangClientError(f"{url}/get_server_info: lora_adapters must map adapter names to integer "
+                                f"versions, got {raw!r:.200}", url=url)
+    return dict(raw)
+
+
+def _lora_args_problem(name: Any, path: Any, weight_version: Any) -> str | None:
+    """What is wrong with a load's arguments (None: nothing), caught before a request is sent."""
+    if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+        return "lora_name must be a non-empty name without whitespace"
+    if not isinstance(path, str) or not path:
+        return "lora_path must be a non-empty path to a PEFT adapter folder"
+    if weight_version is not None and (isinstance(weight_version, bool) or not isinstance(weight_version, int)):
+        return f"weight_version must be an integer, got {weight_version!r}"
+    return None
 
 
 def _int_version(v: Any, default: int = 0) -> int:

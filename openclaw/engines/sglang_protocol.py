@@ -88,7 +88,8 @@ def request_to_body(req: GenerationRequest, stream: bool = False) -> dict[str, A
     not as `input_ids`: SGLang's multimodal processor finds the placeholders in the text and
     expands each into as many image tokens as that image's size needs (a count only it knows).
     Current SGLang would decode `input_ids` back to text for that, older releases need the text,
-    and `text` is what SGLang's own OpenAI server sends for vision-language models."""
+    and `text` is what SGLang's own OpenAI server sends for vision-language models. A request naming a
+    LoRA adapter carries it as `lora_path` (the engine checks beforehand that it is loaded)."""
     if req.image_data:
         if not req.text:
             raise ValueError("a request with image_data needs its rendered prompt text (GenerationRequest.text)")
@@ -102,6 +103,9 @@ def request_to_body(req: GenerationRequest, stream: bool = False) -> dict[str, A
         body["top_logprobs_num"] = req.top_logprobs_num
     if req.request_id:
         body["rid"] = req.request_id
+    if req.lora_name is not None:
+        # SGLang's per-request adapter field takes the name an adapter was loaded under
+        body["lora_path"] = req.lora_name
     return body
 
 
