@@ -56,6 +56,11 @@ SMOKE: dict[str, tuple[list[str], str]] = {
          "--model-path", "{tiny}", "--interactions", "4", "--batch-size", "4", "--evals", "1", "--eval-limit", "2",
          "--max-tokens", "8", "--eval-max-tokens", "8", "--minutes", "5", "--lr", "1e-2"],
         r"combine ([-+]\d+\.\d+)"),
+    "multi_user_learning.py": (
+        ["--minutes", "5", "--out", "{out}/runs", "--report", "{out}/multi_user_learning.md", "--",
+         "--model-path", "{tiny}", "--interactions", "8", "--batch-size", "4", "--evals", "1", "--eval-limit", "2",
+         "--max-tokens", "8", "--eval-max-tokens", "8", "--lr", "1e-2"],
+        r"smallest own-gain margin \(two users - alone\) = ([-+]\d+\.\d+)"),
     "multi_user_serving.py": (
         ["--model-path", "{tiny}", "--users", "2", "--max-tokens", "4", "--rounds", "1", "--rank", "2"],
         r"users' adapters / base at concurrency 2 = (\d+\.\d+)"),

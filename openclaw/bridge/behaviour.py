@@ -8,6 +8,12 @@ therefore the *current* policy: the weights the rollout engine serves when the t
 PPO ratio of 1 on the first step (the trainer's weights are the engine's), so the first update on
 an imported turn is the on-policy policy-gradient step on that text, clipping included; nothing is
 padded or invented (a zero log-prob would be a fake signal).
+
+With `--lora-adapter-name NAME` the current policy is the adapter served under NAME (a per-user
+trainer: that user's adapter), so the request names it (`lora_path`). Only an engine that versions
+its adapters (its /get_server_info lists `lora_adapters`) answers with the adapter's version; from
+SGLang the answer is the base's, so such a sample is marked as slime's rollout marks its own and the
+rollout manager gives it the version the rollout began with.
 """
 
 from __future__ import annotations
@@ -16,7 +22,10 @@ import asyncio
 import math
 from typing import Any
 
+from slime.rollout.staleness import UNREPORTED_VERSION
 from slime.utils.types import Sample
+
+from openclaw.bridge.teacher import policy_request
 
 
 async def add_behaviour_logprobs(args: Any, samples: list[Sample]) -> int:
@@ -29,13 +38,19 @@ async def add_behaviour_logprobs(args: Any, samples: list[Sample]) -> int:
     from slime.rollout.sglang_client import SGLangClient
 
     sem = asyncio.Semaphore(max(1, int(getattr(args, "opd_teacher_concurrency", 4) or 4)))
+    adapter = getattr(args, "lora_adapter_name", None)
     async with SGLangClient(engine_urls_from_args(args)[0], timeout=600) as client:
+        unreported = adapter is not None and not await _versions_adapters(client)
+
         async def one(s: Sample) -> None:
             prompt_ids, response_ids = s.tokens[:-s.response_length], s.tokens[-s.response_length:]
             async with sem:
-                s.rollout_log_probs, version = await _score(client, prompt_ids, response_ids)
+                s.rollout_log_probs, version = await _score(client, prompt_ids, response_ids, adapter)
             s.metadata["behaviour_logprobs"] = "current_policy"
-            if isinstance(version, int) or (isinstance(version, str) and version.isdigit()):
+            if unreported:  # the base's version says nothing of the adapter that scored it
+                s.metadata[UNREPORTED_VERSION] = adapter
+                s.weight_version = None
+            elif isinstance(version, int) or (isinstance(version, str) and version.isdigit()):
                 s.weight_version = int(version)  # scored under these weights (SGLang may report none)
             s.validate()
 
@@ -43,14 +58,27 @@ async def add_behaviour_logprobs(args: Any, samples: list[Sample]) -> int:
     return len(missing)
 
 
-async def _score(client: Any, prompt_ids: list[int], response_ids: list[int]) -> tuple[list[float], Any]:
+async def _versions_adapters(client: Any) -> bool:
+    """Does the engine version its adapters? Asked as slime's rollout asks (an engine without
+    /get_server_info is treated as SGLang, which does not)."""
+    from slime.rollout.sglang_client import SGLangClientError
+
+    try:
+        info = await client.get_server_info()
+    except SGLangClientError:
+        return False
+    return isinstance(info, dict) and "lora_adapters" in info
+
+
+async def _score(client: Any, prompt_ids: list[int], response_ids: list[int],
+                 adapter: str | None) -> tuple[list[float], Any]:
     """log p(response token | prompt, earlier response tokens) and the engine's weight version."""
-    out = await client.generate({
+    out = await client.generate(policy_request({
         "input_ids": list(prompt_ids) + list(response_ids),
         "sampling_params": {"max_new_tokens": 0, "temperature": 1.0},
         "return_logprob": True,
         "logprob_start_len": len(prompt_ids),
-    })
+    }, adapter))
     values = [r[0] for r in out["meta_info"]["input_token_logprobs"]][-len(response_ids):]
     if len(values) != len(response_ids) or any(v is None or not math.isfinite(float(v)) for v in values):
         raise RuntimeError(f"engine returned {len(values)} usable prompt log-probs for {len(response_ids)} response tokens")

@@ -10,6 +10,7 @@ import argparse
 
 from openclaw.buffer.location import buffer_dir_from_env
 from openclaw.environment import env_value
+from openclaw.httpapi.identity import USER_ID_PATTERN, valid_user_id
 from openclaw.methods import get_method, method_arg, method_names
 
 # Finite by default: a trainer pointed at a buffer nobody writes to stops with a message
@@ -33,13 +34,37 @@ def _env_float(name: str, default: float | None) -> float | None:
     return float(value) if value is not None else default
 
 
+def check_buffer_user(value: str | None) -> str | None:
+    """`--buffer-user`'s value, held to the server's user-id rule: a name no user can have would
+    select no turn at all, and the trainer would wait on an empty stream instead of failing."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not valid_user_id(value):
+        raise ValueError(f"--buffer-user {value!r} is not a user id: it must match {USER_ID_PATTERN.pattern} "
+                         "(letters, digits, '_', '.', '-'; 1 to 64), as the server's --api-keys-file names users")
+    return value
+
+
+def _buffer_user(text: str) -> str:
+    try:
+        return str(check_buffer_user(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_buffer_arguments(parser: Parser) -> None:
     parser.add_argument("--rl-buffer-dir", dest="rl_buffer_dir",
                         default=buffer_dir_from_env(),
                         help="trajectory buffer written by `python -m openclaw.server --enable-rl-intercept "
                              "--rl-buffer-dir DIR` (env RL_BUFFER_DIR); it must exist")
     parser.add_argument("--buffer-consumer-id", dest="buffer_consumer_id", default=None,
-                        help="consumer id in the buffer (default openclaw-<method>); each id sees every turn once")
+                        help="consumer id in the buffer (default openclaw-<method>, with --buffer-user U "
+                             "openclaw-<method>-U); each id sees every turn once")
+    parser.add_argument("--buffer-user", dest="buffer_user", type=_buffer_user, default=None,
+                        help="train only on this user's turns (the user id the server recorded on each turn), "
+                             "for a per-user trainer that pushes that user's adapter (--lora-adapter-name, "
+                             "the same name: the server serves a user the adapter loaded under their id); "
+                             "other users' turns are never handed out, skipped or consumed by it")
     parser.add_argument("--buffer-wait-timeout", dest="buffer_wait_timeout", type=float,
                         default=_env_float("BUFFER_WAIT_TIMEOUT", DEFAULT_WAIT_TIMEOUT_S),
                         help="seconds a rollout waits for rollout_batch_size trainable turns; then it trains on "

@@ -5,7 +5,8 @@ Used by the trainer as `--data-source-path openclaw.bridge.BufferDataSource` (th
 folders' rollout functions call `drain`). What a drain does:
   1. wait until `rollout_batch_size * n_samples_per_prompt` *trainable* judged main turns exist
      for this consumer (polling the buffer; `--buffer-wait-timeout` bounds the wait, a progress
-     line is printed every `--buffer-progress-interval` seconds);
+     line is printed every `--buffer-progress-interval` seconds); with `--buffer-user U` only U's
+     turns exist for it (the buffer's query selects them), under U's own consumer id;
   2. turn each into a Sample with the prompt ids, response ids and engine log-probs exactly as
      the server recorded them (never re-tokenised, never padded);
   3. reward = the judge's score (1 / -1 / 0), its graded score in [-1, 1] with
@@ -43,11 +44,12 @@ from typing import Any
 from slime.utils.types import Sample
 
 from openclaw.bridge.behaviour import add_behaviour_logprobs
-from openclaw.bridge.flags import DEFAULT_PROGRESS_INTERVAL_S, check_training_method
+from openclaw.bridge.flags import DEFAULT_PROGRESS_INTERVAL_S, check_buffer_user, check_training_method
 from openclaw.bridge.reward import RlSignal, RunningBaseline
 from openclaw.bridge.turns import KINDS, TurnSignal, turn_signal, turn_to_sample
 from openclaw.buffer import TrajectoryBuffer
 from openclaw.control.ledger import record_step, register_trainer_files, weight_version_floor
+from openclaw.httpapi.identity import valid_user_id
 from openclaw.methods import Method, get_method
 
 log = logging.getLogger("openclaw.bridge")
@@ -65,6 +67,8 @@ class DrainConfig:
     max_staleness: int | None
     save_dir: str | None
     resume_from: str | None
+    # --buffer-user: only this user's turns are handed out, skipped or consumed (None: every user's)
+    user_id: str | None = None
 
     @classmethod
     def from_args(cls, args: Any, method: str | Method) -> DrainConfig:
@@ -74,9 +78,11 @@ class DrainConfig:
             raise ValueError("no trajectory buffer: pass the method folder's --extra-args-provider-path "
                              "(e.g. openclaw-rl/openclaw_rl_args.py) and --rl-buffer-dir DIR (the server's --rl-buffer-dir)")
         timeout = getattr(args, "buffer_wait_timeout", None)
+        user = check_buffer_user(getattr(args, "buffer_user", None))
+        check_adapter_user(getattr(args, "lora_adapter_name", None), user)
         return cls(
             buffer_dir=Path(buffer_dir).expanduser().resolve(),
-            consumer_id=getattr(args, "buffer_consumer_id", None) or f"openclaw-{method}",
+            consumer_id=getattr(args, "buffer_consumer_id", None) or default_consumer_id(method, user),
             batch_size=int(args.rollout_batch_size),
             wait_timeout_s=float(timeout) if timeout else None,
             min_batch=max(1, int(getattr(args, "buffer_min_batch", 1) or 1)),
@@ -85,7 +91,29 @@ class DrainConfig:
             max_staleness=getattr(args, "max_staleness", None),
             save_dir=getattr(args, "save", None),
             resume_from=getattr(args, "load", None),
+            user_id=user,
         )
+
+    def whose(self) -> str:
+        """How progress and error lines name what this drain reads."""
+        return f"consumer {self.consumer_id}" + (f", user {self.user_id}" if self.user_id is not None else "")
+
+
+def default_consumer_id(method: str, user: str | None) -> str:
+    """One cursor per method, and per user for a per-user trainer: each user's trainer has its own
+    position, so one user's progress never marks another user's turns consumed."""
+    return f"openclaw-{method}" if user is None else f"openclaw-{method}-{user}"
+
+
+def check_adapter_user(adapter: str | None, user: str | None) -> None:
+    """The server serves user U the adapter loaded under U's id, so an adapter named like a user
+    is that user's model: training it on another user's turns (or on everyone's) would serve them
+    to U. An adapter name no user can have is served to nobody by default and is not checked."""
+    if adapter is None or adapter == user or not valid_user_id(adapter):
+        return
+    said = f"--buffer-user {user}" if user is not None else "no --buffer-user (every user's turns)"
+    raise ValueError(f"--lora-adapter-name {adapter} with {said}: the server serves user {adapter!r} the adapter "
+                     f"loaded under that id, so it must train on that user's turns only; pass --buffer-user {adapter}")
 
 
 def group_size(args: Any) -> int:
@@ -185,10 +213,23 @@ class BufferDataSource:
         now (idempotent), so they are never trained again."""
         pos = (positions or {}).get(self.cfg.consumer_id) or {}
         ids = [int(i) for i in pos.get("pending_turn_ids", [])]
+        self.check_resumed_owner(ids)
         if ids:
             tag = Path(self.cfg.resume_from).name if self.cfg.resume_from else None
             n = self.buffer.commit_consumed(self.cfg.consumer_id, ids, checkpoint_tag=tag)
             log.info("resume: committed %d/%d turn(s) recorded in the checkpoint for %s", n, len(ids), self.cfg.consumer_id)
+
+    def check_resumed_owner(self, ids: list[int]) -> None:
+        """A per-user trainer resumed from a checkpoint whose pending turns are another user's (a
+        checkpoint of another trainer under the same --buffer-consumer-id) would mark them
+        consumed for this cursor: refused, naming them. Purged turns have no owner left to check."""
+        if self.cfg.user_id is None or not ids:
+            return
+        other = sorted(t for t, u in self.buffer.turn_users(ids).items() if u != self.cfg.user_id)
+        if other:
+            raise ValueError(f"--load {self.cfg.resume_from}: the checkpoint's pending turns of {self.cfg.consumer_id} "
+                             f"include {len(other)} turn(s) of users other than {self.cfg.user_id!r} "
+                             f"({other[:MAX_IDS_SHOWN]}): it is not this user's trainer's checkpoint")
 
     def weight_version_floor(self) -> int:
         """The driver numbers this trainer's weight pushes after this (unique across restarts)."""
@@ -276,8 +317,11 @@ class BufferDataSource:
         deadline = None if self.cfg.wait_timeout_s is None else t0 + self.cfg.wait_timeout_s
         next_progress = t0 + self.cfg.progress_interval_s
         while True:
+            # The user filter is in the buffer's query (before its LIMIT): other users' turns can
+            # neither fill this page nor be skipped and consumed by this user's cursor.
             recs = self.buffer.fetch_judged(self.cfg.consumer_id, limit=len(self.pending) + len(seen) + n + 256,
-                                            turn_type="main")
+                                            turn_type="main", user_id=self.cfg.user_id)
+            self.check_owner(recs)
             retracting = frozenset(r["session_id"] for r in self.buffer.retractions(unfinished=True))
             new_skips: dict[str, list[tuple[int, str]]] = {}  # reason -> (turn id, session id)
             for rec in recs:
@@ -307,12 +351,12 @@ class BufferDataSource:
                     break
                 raise TimeoutError(
                     f"{len(out.records)} trainable turn(s) after {self.cfg.wait_timeout_s:g}s in {self.cfg.buffer_dir} "
-                    f"(consumer {self.cfg.consumer_id}, skipped {dict(out.skipped)}): is the server running with "
+                    f"({self.cfg.whose()}, skipped {dict(out.skipped)}): is the server running with "
                     "--enable-rl-intercept on this buffer, and are judge workers running? "
                     "(--buffer-wait-timeout sets the limit)")
             if now >= next_progress:
                 self.progress(f"waiting for {n} judged turns: {len(out.records)} so far, {now - t0:.0f} s "
-                              f"({self.cfg.buffer_dir}, consumer {self.cfg.consumer_id})")
+                              f"({self.cfg.buffer_dir}, {self.cfg.whose()})")
                 next_progress = now + self.cfg.progress_interval_s
             if stop is not None and stop.is_set():
                 raise InterruptedError("rollout stopped while waiting for judged turns")
@@ -326,6 +370,16 @@ class BufferDataSource:
         self.unreported.update(int(r.turn_id) for r in out.records)
         self.handed_out += len(out.records) + sum(out.skipped.values())
         return out
+
+    def check_owner(self, recs: list[Any]) -> None:
+        """A per-user drain hands out, skips and consumes only its user's turns: a turn of another
+        user here would be trained into (or consumed away from) the wrong adapter, so it stops the
+        trainer instead of being dropped."""
+        user = self.cfg.user_id
+        other = [(int(r.turn_id), r.user_id) for r in recs if user is not None and r.user_id != user]
+        if other:
+            raise RuntimeError(f"{self.cfg.buffer_dir}: the buffer returned turns of other users to user {user!r}'s "
+                               f"drain ({self.cfg.consumer_id}): {other[:MAX_IDS_SHOWN]}")
 
     def _report_skips(self, by_reason: dict[str, list[tuple[int, str]]]) -> None:
         """Say skipped turns in the output, not only count them in a metric: once each, one line per
@@ -368,14 +422,32 @@ def engine_version(args: Any) -> int | None:
     from slime.rollout.sglang_client import SyncSGLangClient
 
     url = engine_urls_from_args(args)[0]
+    adapter = getattr(args, "lora_adapter_name", None)
     with SyncSGLangClient(url, timeout=30) as client:
-        raw = client.get_weight_version()
+        raw = client.get_weight_version() if adapter is None else adapter_version(client, url, adapter)
     try:
         return int(raw)
     except (TypeError, ValueError):
         raise RuntimeError(f"--max-staleness {args.max_staleness}: the engine at {url} reports weight version "
                            f"{raw!r}, not an integer, so sample staleness cannot be measured; serve integer "
                            "versions (SGLang: --weight-version 0) or drop --max-staleness") from None
+
+
+def adapter_version(client: Any, url: str, adapter: str) -> Any:
+    """The served version of the trained adapter (--lora-adapter-name): the turns of a per-user
+    trainer were served by that adapter and carry its version, while the engine's own weight
+    version is the base's, which never moves while the adapter trains (every turn would look fresh)."""
+    from slime.utils.weight_sync import adapter_versions, server_info
+
+    versions = adapter_versions(server_info(client))
+    if versions is None:
+        raise RuntimeError(f"--max-staleness with --lora-adapter-name {adapter}: the engine at {url} versions only "
+                           "its base weights (SGLang), so the adapter's version, and with it sample staleness, "
+                           "cannot be measured; drop --max-staleness")
+    if adapter not in versions:
+        raise RuntimeError(f"--lora-adapter-name {adapter}: the engine at {url} does not serve that adapter (it serves "
+                           f"{sorted(versions)}), so its version for --max-staleness is unknown")
+    return versions[adapter]
 
 
 def drain_metrics(drained: Drained, samples: list[Sample]) -> dict[str, float]:

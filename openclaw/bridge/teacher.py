@@ -13,6 +13,9 @@ Why the engine computes the teacher log-probs (SGLang's prompt log-probs: `/gene
     code already consumes, so no trainer code depends on hint prompts;
   * it is the same call for SGLang and for the embedded CPU engine.
 The price: the teacher is the engine's weights at rollout time (at most one sync behind).
+With `--lora-adapter-name NAME` the policy is the adapter served under NAME (a per-user trainer:
+that user's adapter), so every request here names it (`lora_path`): without it the engine would
+answer with the base model, and the teacher would be someone else's policy.
 
 Top-k distillation (`--opd-topk K`): the teacher's top-k per response position is written to
 files keyed by the sample's token ids (`tokens_key`), where the top-k loss finds them: slime's
@@ -76,14 +79,21 @@ def teacher_prompt_ids(tokenizer: Any, messages: list[dict[str, Any]], tools: li
     return render_prompt(tokenizer, teacher_messages(messages, hint), tools or None, ToolMode(parse=bool(tools))).input_ids
 
 
-async def score_response(client: Any, prompt_ids: list[int], response_ids: list[int]) -> list[float]:
+def policy_request(body: dict[str, Any], adapter: str | None) -> dict[str, Any]:
+    """A /generate body asked of the policy: with a named adapter (--lora-adapter-name) it names
+    it (`lora_path`, SGLang's per-request adapter field), so the base model never answers for it."""
+    return body if adapter is None else {**body, "lora_path": adapter}
+
+
+async def score_response(client: Any, prompt_ids: list[int], response_ids: list[int], *,
+                         adapter: str | None = None) -> list[float]:
     """log p(response token | prompt, earlier response tokens) from the engine's prompt log-probs."""
-    out = await client.generate({
+    out = await client.generate(policy_request({
         "input_ids": list(prompt_ids) + list(response_ids),
         "sampling_params": {"max_new_tokens": 0, "temperature": 1.0},
         "return_logprob": True,
         "logprob_start_len": len(prompt_ids),
-    })
+    }, adapter))
     rows = out["meta_info"]["input_token_logprobs"]
     values = [r[0] for r in rows][-len(response_ids):]
     if len(values) != len(response_ids) or any(v is None or not math.isfinite(float(v)) for v in values):
@@ -91,25 +101,26 @@ async def score_response(client: Any, prompt_ids: list[int], response_ids: list[
     return [float(v) for v in values]
 
 
-async def teacher_topk(client: Any, prompt_ids: list[int], response_ids: list[int], k: int) -> tuple[list[list[int]], list[list[float]]]:
+async def teacher_topk(client: Any, prompt_ids: list[int], response_ids: list[int], k: int, *,
+                       adapter: str | None = None) -> tuple[list[list[int]], list[list[float]]]:
     """The teacher's top-k (ids, log-probs) at every response position.
 
     SGLang returns them with the prompt log-probs (`input_top_logprobs`). Engines that only report
     top-k for generated tokens (the embedded one) are asked once per position, in one batched
     call: prompt + response[:t] -> 1 token with `top_logprobs_num`."""
     n = len(response_ids)
-    out = await client.generate({
+    out = await client.generate(policy_request({
         "input_ids": list(prompt_ids) + list(response_ids),
         "sampling_params": {"max_new_tokens": 0, "temperature": 1.0},
         "return_logprob": True, "logprob_start_len": len(prompt_ids), "top_logprobs_num": k,
-    })
+    }, adapter))
     rows = (out.get("meta_info") or {}).get("input_top_logprobs")
     if not rows or len(rows) < n or not rows[-1]:
         prefixes = [list(prompt_ids) + list(response_ids[:t]) for t in range(n)]
-        outs = await client.generate({
+        outs = await client.generate(policy_request({
             "input_ids": prefixes, "return_logprob": True, "top_logprobs_num": k,
             "sampling_params": {"max_new_tokens": 1, "temperature": 1.0},
-        })
+        }, adapter))
         rows = [o["meta_info"]["output_top_logprobs"][0] for o in outs]
     rows = rows[-n:]
     ids = [[int(e[1]) for e in row[:k]] for row in rows]
@@ -142,6 +153,7 @@ async def add_teacher(args: Any, samples: list[Sample], *, copy_without_hint: bo
     from slime.rollout.sglang_client import SGLangClient
 
     tok = tokenizer_for(args)
+    adapter = getattr(args, "lora_adapter_name", None)
     k = int(getattr(args, "opd_topk", 0) or 0)
     sem = asyncio.Semaphore(max(1, int(getattr(args, "opd_teacher_concurrency", 4) or 4)))
     hinted = [s for s in samples if s.metadata.get("hint")]
@@ -152,9 +164,9 @@ async def add_teacher(args: Any, samples: list[Sample], *, copy_without_hint: bo
             prompt_ids = teacher_prompt_ids(tok, s.prompt, s.metadata.get("tools"), s.metadata["hint"])
             response_ids = s.tokens[-s.response_length:]
             async with sem:
-                s.teacher_log_probs = await score_response(client, prompt_ids, response_ids)
+                s.teacher_log_probs = await score_response(client, prompt_ids, response_ids, adapter=adapter)
                 if k > 0:
-                    ids, lps = await teacher_topk(client, prompt_ids, response_ids, k)
+                    ids, lps = await teacher_topk(client, prompt_ids, response_ids, k, adapter=adapter)
                     s.metadata["teacher_topk_file"] = str(write_topk(args, s, ids, lps))
             s.metadata["teacher_prompt_len"] = len(prompt_ids)
             gaps.extend(t - o for t, o in zip(s.teacher_log_probs, s.rollout_log_probs or [], strict=True))

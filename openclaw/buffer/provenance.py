@@ -98,8 +98,12 @@ def record_trained(c: sqlite3.Connection, consumer_id: str, turn_ids: Sequence[i
 
 
 def ledger_rows(c: sqlite3.Connection, *, session_id: str | None = None, max_version: int | None = None,
-                valid_only: bool = False) -> list[dict[str, Any]]:
-    where, args = [], []
+                valid_only: bool = False, consumer_id: str | None = None) -> list[dict[str, Any]]:
+    where: list[str] = []
+    args: list[Any] = []
+    if consumer_id is not None:  # the primary key (consumer_id, turn_id) serves it
+        where.append("consumer_id=?")
+        args.append(consumer_id)
     if session_id is not None:
         where.append("session_id=?")
         args.append(session_id)

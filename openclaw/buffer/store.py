@@ -20,7 +20,7 @@ from openclaw.buffer import cursors, leases, maintenance, provenance, reads, wri
 from openclaw.buffer.chunks import Prepared, PrepCache, prepare
 from openclaw.buffer.errors import BufferFull, BufferNotFoundError  # noqa: F401 - re-exported
 from openclaw.buffer.files import mode_problems, wal_problems
-from openclaw.buffer.records import STATES, RecordError, TurnRecord
+from openclaw.buffer.records import AWAITING, READY, STATES, RecordError, TurnRecord
 from openclaw.buffer.schema import C_DROPPED_FULL, DB_NAME, bump, connect, immediate
 from openclaw.buffer.writes import AppendOp, AttachOp, Batch, BatchResult, CountOp, FinalizeOp, Op  # noqa: F401
 
@@ -224,8 +224,9 @@ class TrajectoryBuffer:
         user_id: str | None = None,
     ) -> list[TurnRecord]:
         """Judged turns not yet consumed by `consumer_id` (of one user with `user_id`), oldest
-        first. Does NOT mark them: call `commit_consumed` with the trainer's checkpoint once they
-        are trained on."""
+        first. The user filter is part of the query, before its LIMIT: however many turns other
+        users have ahead, the page holds this user's. Does NOT mark them: call `commit_consumed`
+        with the trainer's checkpoint once they are trained on."""
         with self._lock:
             ids = cursors.unconsumed_judged(
                 self._conn, consumer_id, limit, turn_type=turn_type, min_weight_version=min_weight_version,
@@ -285,6 +286,22 @@ class TrajectoryBuffer:
                                       () if user_id is None else (user_id,)).fetchall()
         keys = ("session_id", "user_id", "created_at", "last_seen", "closed_at", "close_reason", "turns")
         return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def unjudged_count(self, user_id: str) -> int:
+        """`user_id`'s turns the judge has not scored yet (waiting for their next state, or ready)."""
+        row = self._q1("SELECT count(*) FROM turns WHERE user_id=? AND state IN (?, ?)", (user_id, AWAITING, READY))
+        return int(row[0]) if row else 0
+
+    def turn_users(self, turn_ids: Sequence[int]) -> dict[int, str]:
+        """{turn id: its user} for the turns still stored (a purged id is absent)."""
+        ids = sorted({int(t) for t in turn_ids})
+        out: dict[int, str] = {}
+        with self._lock:
+            for i in range(0, len(ids), 500):
+                chunk = ids[i:i + 500]
+                out.update((int(r[0]), str(r[1])) for r in self._conn.execute(
+                    f"SELECT turn_id, user_id FROM turns WHERE turn_id IN ({','.join('?' * len(chunk))})", chunk))
+        return out
 
     def session_user(self, session_id: str) -> str | None:
         """The owner of a stored session (None: no such session row)."""
@@ -378,10 +395,12 @@ class TrajectoryBuffer:
             return provenance.record_trained(c, consumer_id, turn_ids, step, weight_version, save_dir, base_model, _now())
 
     def ledger(self, *, session_id: str | None = None, max_version: int | None = None,
-               valid_only: bool = False) -> list[dict[str, Any]]:
+               valid_only: bool = False, consumer_id: str | None = None) -> list[dict[str, Any]]:
+        """Ledger rows, filtered in SQL: of one session, up to a version, not rolled back, of one
+        consumer (one trainer, so with per-user trainers the turns that trained one adapter)."""
         with self._lock:
             return provenance.ledger_rows(self._conn, session_id=session_id, max_version=max_version,
-                                          valid_only=valid_only)
+                                          valid_only=valid_only, consumer_id=consumer_id)
 
     def record_export(self, path: str | os.PathLike[str], session_ids: Sequence[str]) -> None:
         with self._tx() as c:

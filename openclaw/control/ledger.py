@@ -14,6 +14,13 @@ versions that existed when they were rolled back: every version from the first o
 retracted session up to the highest one that existed when it was retracted holds that session
 (`retracted_in`, from the retract journal), and none of them is served again.
 
+Per-user trainers (`--buffer-user U --lora-adapter-name U`, consumer `openclaw-<method>-U`) each
+train one adapter; the rows of U's consumer are what U's adapter was trained on
+(`adapter_ledger`), and every row of U's sessions, whichever trainer wrote it, is `user_ledger`.
+Those are reads only: the linear-version rule above, retract's rollback and its invalidation of
+every row above the rollback version still treat versions as one line for the whole buffer, which
+several adapters trained side by side do not follow.
+
 Version numbers are unique across trainer restarts: a trainer starts numbering after
 `weight_version_floor` (the highest version the buffer, the registry or the engine knows), so a
 number never names two different sets of weights.
@@ -27,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from openclaw.buffer import TrajectoryBuffer
+from openclaw.buffer.users import session_owner
 
 log = logging.getLogger("openclaw.control.ledger")
 
@@ -46,6 +54,20 @@ def record_step(buffer: TrajectoryBuffer, consumer_id: str, turn_ids: Sequence[i
 def version_ledger(buffer: TrajectoryBuffer, version: int) -> list[dict[str, Any]]:
     """The rows weight version `version` was trained on (valid rows up to it)."""
     return buffer.ledger(max_version=version, valid_only=True)
+
+
+def adapter_ledger(buffer: TrajectoryBuffer, consumer_id: str, *, max_version: int | None = None,
+                   valid_only: bool = True) -> list[dict[str, Any]]:
+    """The rows one trainer (consumer) wrote: with a per-user trainer, the turns that trained that
+    user's adapter (up to `max_version`; not rolled back unless `valid_only=False`)."""
+    return buffer.ledger(consumer_id=consumer_id, max_version=max_version, valid_only=valid_only)
+
+
+def user_ledger(buffer: TrajectoryBuffer, user_id: str, *, valid_only: bool = False) -> list[dict[str, Any]]:
+    """Every row of `user_id`'s sessions, whichever trainer wrote it (the owner is read from the
+    stored session id, which outlives the session's turns). A row here under a consumer that is not
+    the user's own trainer means another model was trained on this user's turns."""
+    return [r for r in buffer.ledger(valid_only=valid_only) if session_owner(r["session_id"]) == user_id]
 
 
 def taint_ranges(plan: dict[str, Any]) -> list[tuple[int, int]]:

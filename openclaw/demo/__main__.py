@@ -2,6 +2,7 @@
 
     python -m openclaw.demo [--persona NAME|FILE] [--method combine|rl|opd] [--interactions N]
                             [--minutes M] [--reward judge|length] [--out DIR]
+    python -m openclaw.demo --personas brief,no_vague [...]   (several users, an adapter each)
 
 Serves the embedded model (SmolLM2-135M-Instruct, CPU) behind the OpenAI API with the RL
 intercept, runs the CPU judge on the trajectory buffer, trains in the background with the
@@ -14,6 +15,9 @@ Prints a table and a verdict and writes results.json + learning.png to --out.
 
 `--reward length` trains binary RL on a length-only reward instead of the judge: the
 reward-hacking check, which the verdict must flag as FAILED.
+
+`--personas a,b` runs one server for several users, a persona each, and trains each user's own
+adapter on that user's turns only (openclaw/demo/multi_user.py); `--interactions` is then per user.
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--persona", default=DEFAULT_PERSONA,
                    help=f"a shipped persona ({', '.join(persona_names())}) or the path of a persona JSON file "
                         "(format: openclaw/demo/README.md)")
+    p.add_argument("--personas", default=None,
+                   help="two or more shipped personas, comma-separated: one server, a user per persona, each user's "
+                        "adapter trained on their own turns only (openclaw/demo/multi_user.py)")
     p.add_argument("--method", type=method_arg, default=DEFAULT_METHOD,
                    help=f"{', '.join(METHODS)}, or a method file's path (openclaw.methods; default {DEFAULT_METHOD})")
     p.add_argument("--interactions", type=int, default=640,
@@ -100,6 +107,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.interactions < 1 or args.minutes <= 0 or args.evals < 1 or args.batch_size < 1:
         p.error("--interactions, --minutes, --evals and --batch-size must be positive")
     method = get_method(args.method)
+    if args.personas is not None and args.persona != DEFAULT_PERSONA:
+        p.error("--persona and --personas: give one persona (--persona) or several users (--personas), not both")
+    if args.personas is not None and (args.reward != "judge" or args.profile):
+        p.error("--personas runs the judge-rewarded methods without --profile (--reward length and --profile are "
+                "single-user checks)")
     if args.reward == "length" and (method.uses_teacher or not method.uses_score):
         p.error("--reward length is the binary-RL reward-hacking check: use it with --method rl")
     if method.weights is None and (args.w_opd is not None or args.w_rl is not None):
@@ -382,11 +394,20 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before torch is imported (run() imports it)
     try:  # after the thread count: a persona's checkers import nltk (and with it scipy's BLAS)
-        args.persona_obj = load_persona(args.persona)
-    except PersonaError as exc:
-        print(f"python -m openclaw.demo: error: --persona: {exc}", file=sys.stderr)
+        if args.personas is not None:
+            from openclaw.demo.multi_user import parse_personas
+
+            args.personas_obj = parse_personas(args.personas)
+        else:
+            args.persona_obj = load_persona(args.persona)
+    except (PersonaError, ValueError) as exc:
+        print(f"python -m openclaw.demo: error: --persona{'s' if args.personas else ''}: {exc}", file=sys.stderr)
         return 2
     try:
+        if args.personas is not None:
+            from openclaw.demo.multi_user import run as run_users
+
+            return run_users(args)
         return run(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

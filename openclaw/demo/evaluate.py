@@ -3,7 +3,8 @@ capability probe, and KL(policy || base) on the policy's own held-out answers.
 
 Replies come from the served engine through SGLang's native `/generate` (greedy, so every
 evaluation point is deterministic), which the RL intercept never records: evaluation traffic
-is never trained on.
+is never trained on. With `adapter`, the replies are that user's LoRA adapter's (the request's
+`lora_path`), on a server that serves one per user.
 """
 
 from __future__ import annotations
@@ -41,14 +42,18 @@ def chat_prompt_ids(tokenizer: Any, text: str) -> list[int]:
     return user_prompt_ids(tokenizer, text)
 
 
-def generate_greedy(url: str, tokenizer: Any, prompts: list[str], max_tokens: int) -> list[tuple[list[int], list[int], str]]:
-    """(prompt ids, output ids, text) per prompt, one batched /generate call."""
+def generate_greedy(url: str, tokenizer: Any, prompts: list[str], max_tokens: int,
+                    adapter: str | None = None) -> list[tuple[list[int], list[int], str]]:
+    """(prompt ids, output ids, text) per prompt, one batched /generate call (by `adapter` if given)."""
     from openclaw.engines.sglang_client import SyncSGLangClient
 
     ids = [chat_prompt_ids(tokenizer, p) for p in prompts]
+    body: dict[str, Any] = {"input_ids": ids, "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0.0,
+                                                                  "skip_special_tokens": True}}
+    if adapter is not None:
+        body["lora_path"] = adapter
     with SyncSGLangClient(url, timeout=1800) as client:
-        outs = client.generate({"input_ids": ids, "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0.0,
-                                                                      "skip_special_tokens": True}})
+        outs = client.generate(body)
     outs = outs if isinstance(outs, list) else [outs]
     return [(p, list(o["output_ids"]), str(o.get("text", "")).strip()) for p, o in zip(ids, outs, strict=True)]
 
@@ -88,15 +93,15 @@ def kl_to_base(model: Any, sequences: list[tuple[list[int], list[int]]], micro_b
 
 def evaluate(url: str, tokenizer: Any, persona: Persona, heldout: list[PromptItem], probe: list[ProbeItem], *,
              interactions: int, weight_version: int, max_tokens: int, probe_max_tokens: int = 32,
-             kl_model: Any = None) -> EvalPoint:
+             kl_model: Any = None, adapter: str | None = None) -> EvalPoint:
     import random
     import time
 
     t0 = time.perf_counter()
     rng = random.Random(0)
-    replies = generate_greedy(url, tokenizer, [h.prompt for h in heldout], max_tokens)
+    replies = generate_greedy(url, tokenizer, [h.prompt for h in heldout], max_tokens, adapter)
     verdicts = [persona.judge(text, item, rng) for (_, _, text), item in zip(replies, heldout, strict=True)]
-    answers = generate_greedy(url, tokenizer, [q.question for q in probe], probe_max_tokens)
+    answers = generate_greedy(url, tokenizer, [q.question for q in probe], probe_max_tokens, adapter)
     correct = [probe_correct(t, q) for (_, _, t), q in zip(answers, probe, strict=True)]
     n = max(1, len(heldout))
     kl = kl_to_base(kl_model, [(p, r) for p, r, _ in replies]) if kl_model is not None else None
@@ -116,6 +121,22 @@ def evaluate(url: str, tokenizer: Any, persona: Persona, heldout: list[PromptIte
     )
 
 
+def judged_by(persona: Persona, point: EvalPoint, heldout: list[PromptItem]) -> list[dict[str, Any]]:
+    """`point`'s held-out replies judged by another persona (as `examples`: what each persona's
+    acceptance is computed from), to see whether one user's adapter moved another user's verdicts."""
+    import random
+
+    rng = random.Random(0)
+    if [e["prompt"] for e in point.examples] != [h.prompt for h in heldout]:
+        raise ValueError("the point's replies are not answers to these held-out prompts")
+    out = []
+    for example, item in zip(point.examples, heldout, strict=True):
+        v = persona.judge(example["reply"], item, rng)
+        out.append({"prompt": item.prompt, "reply": example["reply"], "accepted": v.accepted, "on_topic": v.on_topic,
+                    "meets_preference": v.meets_preference})
+    return out
+
+
 def heldout_prompts() -> list[PromptItem]:
     return load_prompts("persona_heldout_prompts.jsonl")
 
@@ -124,5 +145,6 @@ def train_prompts() -> list[PromptItem]:
     return load_prompts("persona_train_prompts.jsonl")
 
 
-__all__ = ["EvalPoint", "ProbeItem", "chat_prompt_ids", "evaluate", "heldout_prompts", "kl_to_base", "load_probe", "on_topic",
+__all__ = ["EvalPoint", "ProbeItem", "chat_prompt_ids", "evaluate", "heldout_prompts", "judged_by", "kl_to_base",
+           "load_probe", "on_topic",
            "probe_correct", "train_prompts"]

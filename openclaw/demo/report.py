@@ -100,12 +100,20 @@ def plot(points: list[Any], path: Path, title: str) -> Path:
     ax.plot(x, [p.preference for p in points], "s:", label="preference alone (IFEval checkers)")
     ax.plot(x, [p.on_topic for p in points], "^--", label="on topic")
     ax.plot(x, [p.capability for p in points], "d-", label="capability probe")
-    ax.set_xlabel("interactions")
-    ax.set_ylabel("%")
+    return save_percent_plot(fig, ax, path, title, "interactions", "%", legend_size=8)
+
+
+def save_percent_plot(fig: Any, ax: Any, path: Path, title: str, xlabel: str, ylabel: str,
+                      legend_size: int = 8) -> Path:
+    """Label a 0-100% plot the way every learning plot here is labelled, and write it to `path`."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_ylim(-3, 103)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
+    ax.legend(loc="best", fontsize=legend_size)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

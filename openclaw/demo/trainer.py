@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,3 +118,53 @@ class BackgroundTrainer:
             self._thread.join(timeout)
         if not self._thread.is_alive():
             self.run.shutdown()
+
+
+class RoundRobinTrainers:
+    """Several users' trainers (one `BackgroundTrainer` each, `--buffer-user U --lora-adapter-name U`)
+    stepped by one thread in turn. A user is stepped only when `ready(user)` (a batch of their judged
+    turns is waiting), so a user who stops talking costs nothing and the others get the time; one
+    step at a time, because two would only split the same cores."""
+
+    def __init__(self, trainers: dict[str, BackgroundTrainer], ready: Callable[[str], bool],
+                 idle_wait_s: float = 0.5) -> None:
+        self.trainers = trainers
+        self._ready = ready
+        self._idle_wait_s = idle_wait_s
+        self._stop = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name="openclaw-demo-users-trainer", daemon=True)
+
+    def start(self) -> RoundRobinTrainers:
+        self._thread.start()
+        return self
+
+    @contextmanager
+    def pause(self) -> Iterator[None]:
+        """Hold every user's trainer between two steps (e.g. to evaluate all adapters at one point)."""
+        with ExitStack() as stack:
+            for trainer in self.trainers.values():
+                stack.enter_context(trainer.pause())
+            yield
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                stepped = False
+                for user, trainer in self.trainers.items():
+                    if self._stop.is_set():
+                        break
+                    if self._ready(user):
+                        stepped = trainer.step_once() is not None or stepped
+                if not stepped:
+                    self._stop.wait(self._idle_wait_s)  # nobody has a batch: wait for the users to talk
+        except BaseException as exc:  # noqa: BLE001 - surfaced to the main thread via .error
+            log.exception("a user's trainer failed")
+            self.error = exc
+
+    def stop(self, timeout: float = 600.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        for trainer in self.trainers.values():
+            trainer.stop(timeout)

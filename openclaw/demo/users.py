@@ -41,7 +41,10 @@ class Interaction:
 
 class SimulatedUsers:
     def __init__(self, base_url: str, persona: Persona, prompts: list[PromptItem], *, seed: int = 0,
-                 max_tokens: int = 100, temperature: float = 1.0, api_key: str | None = None) -> None:
+                 max_tokens: int = 100, temperature: float = 1.0, api_key: str | None = None,
+                 user: str | None = None) -> None:
+        """`user`: the user id these sessions belong to (`X-OpenClaw-User`, on a keyless loopback
+        server); None: the server's default user."""
         self.base_url = base_url.rstrip("/")
         self.persona = persona
         self.prompts = list(prompts)
@@ -49,6 +52,8 @@ class SimulatedUsers:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        if user is not None:
+            self.headers["X-OpenClaw-User"] = user
         self.count = 0
         self.started = 0  # sessions whose first request has been sent
 
