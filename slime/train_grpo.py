@@ -14,6 +14,12 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from slime.backends.fsdp.torchrun import TorchrunEnv
+    from slime.ray.setup import RunInputs
+    from slime.utils.arguments import TrainConfig
 
 
 def _pin_gpu() -> None:
@@ -25,22 +31,46 @@ def _pin_gpu() -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = ids[int(local)] if ids else local
 
 
-def main(argv: list[str] | None = None) -> int:
-    _pin_gpu()
-    from slime.backends.fsdp.torchrun import start_rank, torchrun_env
-    from slime.ray.local_group import serve_commands
-    from slime.ray.loop import run_loop
-    from slime.ray.setup import run_inputs, setup
+def _checked(argv: list[str] | None, tr: TorchrunEnv) -> tuple[TrainConfig | None, RunInputs | None, str | None]:
+    """(config, run inputs, None), or (None, None, why this rank refuses to start)."""
+    from slime.ray.setup import run_inputs
     from slime.utils.arguments import ConfigError, parse_config
 
     try:
-        tr = torchrun_env()
         cfg = parse_config(argv, check_files=True)
         cfg = cfg.with_overrides(actor_num_nodes=tr.num_nodes, actor_num_gpus_per_node=tr.local_world_size)
-        inputs = run_inputs(cfg, "torchrun")  # every rank: the same refusals on each
+        return cfg, run_inputs(cfg, "torchrun"), None  # every rank: the same refusals on each
     except (ConfigError, RuntimeError, ValueError) as exc:
+        return None, None, str(exc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    _pin_gpu()
+    from slime.backends.fsdp.torchrun import agree_to_start, start_rank, torchrun_env
+    from slime.ray.local_group import serve_commands
+    from slime.ray.loop import run_loop
+    from slime.ray.setup import setup
+
+    try:
+        tr = torchrun_env()
+    except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    cfg, inputs, refusal = _checked(argv, tr)
+    if refusal is not None:
+        # Said before the exchange below: torchrun may stop this rank once a peer has exited.
+        print(f"error: {refusal}", file=sys.stderr, flush=True)
+    try:
+        refused = agree_to_start(tr, refusal)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if refused:
+        if refusal is None:  # this rank's checks passed: say whose did not
+            print("error: not starting: " + "; ".join(f"rank {r} refused: {why}" for r, why in sorted(refused.items())),
+                  file=sys.stderr)
+        return 2
+    assert cfg is not None and inputs is not None
     if tr.rank != 0:
         serve_commands(start_rank(inputs.cfg, tr, inputs.model_path, inputs.trainer_state_dir))
         return 0

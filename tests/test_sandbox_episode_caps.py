@@ -115,6 +115,41 @@ async def test_process_count_bomb_stops_at_the_episode_cap(mode):
         assert not pids_of_uid(uid)
 
 
+def _exited_unreaped(uid: int, count: int) -> list[subprocess.Popen]:
+    """`count` zombies running as `uid`: what an episode's commands leave behind until the host's
+    init reaps bwrap's orphaned pid-1 processes."""
+    setpriv = shutil.which("setpriv")
+    assert setpriv is not None
+    procs = [
+        subprocess.Popen([setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "true"])
+        for _ in range(count)
+    ]
+    for proc in procs:
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # exited, left unreaped
+    return procs
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="episodes get their own uid only as root")
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_uid_still_charged_with_zombies_is_not_leased(mode):
+    # RLIMIT_NPROC counts zombies too: an episode given a uid that still carries an earlier
+    # episode's zombies would run out of processes before its own cap.
+    uid_base = 250_000  # a range no other test leases from
+    zombies = _exited_unreaped(uid_base, 12)
+    try:
+        pool = SandboxPool(SandboxConfig(limits=Limits(wall_timeout_s=10.0, cpu_seconds=20, max_processes=16),
+                                         episode_limits=mode, uid_base=uid_base), size=1)
+        async with pool.session() as sb:
+            r = await sb.run(["python3", "-c", FORK_MANY])
+            uid = sb.uid
+    finally:
+        for proc in zombies:
+            proc.wait()
+    assert uid != uid_base
+    assert "episode_processes" in r.limits_hit, (r.limits_hit, r.stdout, r.stderr)
+    assert not pids_of_uid(uid)
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_writing_past_the_workspace_quota_is_bounded(mode):
     quota = 64 << 20

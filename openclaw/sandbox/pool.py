@@ -37,7 +37,7 @@ from openclaw.sandbox.uids import (
     UidLease,
     kill_uid_processes,
     lease_uid,
-    pids_of_uid,
+    nproc_charged,
     wait_uid_idle,
 )
 from openclaw.sandbox.watchdog import EpisodeWatchdog
@@ -92,8 +92,9 @@ class SandboxSession:
         backstop = self.config.limits.max_processes + 8
         if self.uid is not None:
             return backstop  # the episode's own uid: counts this episode only
-        # Unprivileged: RLIMIT_NPROC counts all of our uid's processes, so leave headroom for them.
-        return len(pids_of_uid(os.getuid())) + backstop
+        # Unprivileged: RLIMIT_NPROC counts all of our uid's processes (zombies too), so leave
+        # headroom for them.
+        return nproc_charged(os.getuid()) + backstop
 
     async def run(
         self,
@@ -317,12 +318,8 @@ class SandboxPool:
         async with self._semaphore:
             lease: UidLease | None = None
             if self.config.kind == "bwrap" and _is_root():
+                # Nothing runs as the leased uid, not even a zombie (see uids.lease_uid).
                 lease = lease_uid(self.config.uid_base)
-                # The lock was free, so any process still running as this uid was orphaned by a
-                # holder that died: it must not share the new episode's process limit or files.
-                orphans = kill_uid_processes(lease.uid)
-                if orphans:
-                    log.warning("killed orphaned sandbox processes %s (uid %d)", orphans, lease.uid)
             root = self._workdir_root()
             os.makedirs(root, exist_ok=True)
             if lease is not None:

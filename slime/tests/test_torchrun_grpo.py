@@ -31,12 +31,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _torchrun(tmp: Path, model: Path, *extra: str, nproc: int = 2) -> subprocess.CompletedProcess:
+# Imported by every Python process started with its folder on PYTHONPATH: holds rank 1 back, as a
+# busy machine may, so that rank 0 reaches the start-up checks (and could exit) well before it.
+LATE_RANK_1 = '''
+import os, time
+if os.environ.get("RANK") == "1":
+    time.sleep(1.0)
+'''
+
+
+def _late_rank_1(tmp: Path) -> dict[str, str]:
+    site = tmp / "late_rank_1"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(LATE_RANK_1)
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+
+
+def _torchrun(tmp: Path, model: Path, *extra: str, nproc: int = 2,
+              env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     prompts, rm = tmp / "prompts.jsonl", tmp / "even_rm.py"
     prompts.write_text("".join(json.dumps({"input": f"Question {i}: write something.", "label": "x"}) + "\n"
                                for i in range(16)))
     rm.write_text(EVEN_RM)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1",
+               **(env_extra or {}))
     env.pop("RAY_ADDRESS", None)
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--master_addr=127.0.0.1",
            f"--master_port={_free_port()}", "slime/train_grpo.py",
@@ -77,11 +95,36 @@ def test_outside_torchrun_it_says_how_to_start_it(tmp_path):
 
 def test_without_an_engine_program_every_rank_refuses_before_starting(tmp_path, tiny_model_path):
     """The embedded engines need --rollout-engine-command (slime ships no engine): each rank says so and
-    stops, none waits for a peer that already left."""
-    res = _torchrun(tmp_path, tiny_model_path, "--num-rollout", "1")
+    stops, none waits for a peer that already left. torchrun stops every rank once one has exited with
+    an error, so a rank that gets to its checks late must still get to say it: rank 1 starts late."""
+    res = _torchrun(tmp_path, tiny_model_path, "--num-rollout", "1", env_extra=_late_rank_1(tmp_path))
     assert res.returncode != 0
     assert (res.stdout + res.stderr).count("error: --rollout-engine-command is not set") == 2
     assert not (tmp_path / "logs" / "metrics.jsonl").exists()
+
+
+AGREE = '''
+import json, sys
+from pathlib import Path
+from slime.backends.fsdp.torchrun import agree_to_start, torchrun_env
+tr = torchrun_env()
+refused = agree_to_start(tr, "no model here" if tr.rank == 1 else None)
+Path(sys.argv[1], f"rank_{tr.rank}.json").write_text(json.dumps(refused))
+'''
+
+
+def test_a_rank_whose_checks_pass_learns_that_a_peer_refused(tmp_path):
+    """Each rank's start-up checks are exchanged before any rank goes on: one that passed does not start
+    a run its peer refused (its process group would never form)."""
+    script = tmp_path / "agree.py"
+    script.write_text(AGREE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "slime"), os.environ.get("PYTHONPATH")])))
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+                          f"--master_port={_free_port()}", str(script), str(tmp_path)], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-3000:]
+    for rank in (0, 1):
+        assert json.loads((tmp_path / f"rank_{rank}.json").read_text()) == {"1": "no model here"}
 
 
 @pytest.mark.slow

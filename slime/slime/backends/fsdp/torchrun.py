@@ -6,12 +6,18 @@ the driver: `slime.ray.setup.setup(cfg, where="torchrun", torchrun=...)` brings 
 runs the same loop as slime/train.py (rollout -> train -> push weights -> save) through
 `slime.ray.local_group.LocalTrainGroup`, which broadcasts each group call to the other ranks; they
 only serve commands (`serve_commands`) until `shutdown`.
+
+Before any of that, every rank runs the same start-up checks and the ranks exchange their outcomes
+(`agree_to_start`): torchrun stops all ranks as soon as one exits with an error, so a rank must not
+exit on a refusal before its peers have run their own checks.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from slime.ray.train_actor import TrainRayActor
@@ -43,6 +49,44 @@ def torchrun_env(env: Mapping[str, str] | None = None) -> TorchrunEnv:
     return TorchrunEnv(rank=int(rank), world_size=int(world), local_rank=int(env_value("LOCAL_RANK", env) or rank),
                        local_world_size=int(env_value("LOCAL_WORLD_SIZE", env) or world),
                        master_addr=addr, master_port=int(port))
+
+
+# How long a rank waits for its peers' start-up checks. A peer that crashed on the way makes
+# torchrun stop this rank anyway; the bound is for one hung before it could report.
+CHECKS_TIMEOUT_S = 300.0
+_CHECKS_KEY = "slime/start_checks"
+
+
+def agree_to_start(tr: TorchrunEnv, refusal: str | None, timeout_s: float = CHECKS_TIMEOUT_S) -> dict[int, str]:
+    """Every rank's refusal (rank -> message; empty: all ranks may start), once all ranks have checked.
+
+    torchrun stops every rank as soon as one exits with an error: a rank that refused and exited at
+    once would kill a peer still on its way to the same check (its refusal never printed) or one that
+    passed and went on to a process group that will never form. So each rank publishes the outcome
+    of its checks on torchrun's store and waits for everyone's before it exits or starts.
+    """
+    if tr.world_size == 1:
+        return {} if refusal is None else {0: refusal}
+    import torch.distributed as dist
+
+    keys = [f"{_CHECKS_KEY}/{r}" for r in range(tr.world_size)]
+    read = [f"{_CHECKS_KEY}/read/{r}" for r in range(1, tr.world_size)]
+    try:
+        store, _, _ = next(dist.rendezvous("env://", rank=tr.rank, world_size=tr.world_size,
+                                           timeout=timedelta(seconds=timeout_s)))
+        store.set(keys[tr.rank], json.dumps({"refusal": refusal}))
+        store.wait(keys)
+        outcomes = [json.loads(value) for value in store.multi_get(keys)]
+        if tr.rank == 0:
+            # Started without torchrun's agent, the store lives in this process: it must outlive
+            # every rank's read.
+            store.wait(read)
+        else:
+            store.set(read[tr.rank - 1], "1")
+    except dist.DistError as exc:
+        raise RuntimeError(f"not every rank reported its start-up checks within {timeout_s:g} s (one hung before "
+                           f"them?): {exc}") from exc
+    return {r: o["refusal"] for r, o in enumerate(outcomes) if o["refusal"] is not None}
 
 
 def start_rank(cfg: Any, tr: TorchrunEnv, model_path: str, trainer_state_dir: str | None) -> TrainRayActor:
