@@ -173,7 +173,10 @@ async def test_fork_bomb_is_contained():
     pool = make_pool(max_processes=32, wall_timeout_s=4.0, cpu_seconds=4)
     async with pool.session() as sb:
         start = time.monotonic()
-        r = await sb.run("bomb() { bomb | bomb & }; bomb; wait")
+        # The top shell stays (sleep) while the bomb grows: with a bare `wait` it could exit 0 before
+        # any fork failed (its own job ends at once; the bomb lives on in grandchildren), and the
+        # episode would end without the bomb ever meeting a cap.
+        r = await sb.run("bomb() { bomb | bomb & }; bomb; sleep 30")
         uid = sb.uid
         elapsed = time.monotonic() - start
         assert elapsed < 15
