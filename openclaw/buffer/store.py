@@ -287,9 +287,13 @@ class TrajectoryBuffer:
         keys = ("session_id", "user_id", "created_at", "last_seen", "closed_at", "close_reason", "turns")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
-    def unjudged_count(self, user_id: str) -> int:
-        """`user_id`'s turns the judge has not scored yet (waiting for their next state, or ready)."""
-        row = self._q1("SELECT count(*) FROM turns WHERE user_id=? AND state IN (?, ?)", (user_id, AWAITING, READY))
+    def unjudged_count(self, user_id: str | None = None) -> int:
+        """Turns (of `user_id`; None: every user's) the judge has not scored yet: waiting for their
+        next state, or ready."""
+        if user_id is None:
+            row = self._q1("SELECT count(*) FROM turns WHERE state IN (?, ?)", (AWAITING, READY))
+        else:
+            row = self._q1("SELECT count(*) FROM turns WHERE user_id=? AND state IN (?, ?)", (user_id, AWAITING, READY))
         return int(row[0]) if row else 0
 
     def turn_users(self, turn_ids: Sequence[int]) -> dict[int, str]:

@@ -150,14 +150,19 @@ class Progress:
         print(f"[{s // 60:02d}:{s % 60:02d}] {msg}", flush=True)
 
 
-def _backlog(buf: Any, consumer: str, pending: set[int], kinds: frozenset[str], signal: Any) -> int:
+def trainable_judged(buf: Any, consumer: str, pending: set[int], kinds: frozenset[str], signal: Any,
+                     user: str | None = None) -> int:
+    """Judged turns (of `user`; None: every user's) the trainer has not taken yet that it can train on."""
+    judged = [r for r in buf.fetch_judged(consumer, limit=100000, user_id=user)
+              if r.turn_id not in pending and r.next_state]
+    return sum(1 for r in judged if signal(r).kind in kinds)
+
+
+def backlog(buf: Any, consumer: str, pending: set[int], kinds: frozenset[str], signal: Any,
+            user: str | None = None) -> int:
     """Turns the trainer has not taken yet that could be trained on (judged with signal, or not
-    judged yet)."""
-    stats = buf.stats()
-    states = stats.get("by_state") or {}
-    unjudged = int(states.get("ready", 0)) + int(states.get("awaiting_next_state", 0))
-    judged = [r for r in buf.fetch_judged(consumer, limit=100000) if r.turn_id not in pending and r.next_state]
-    return unjudged + sum(1 for r in judged if signal(r).kind in kinds)
+    judged yet), of `user` or of every user."""
+    return buf.unjudged_count(user) + trainable_judged(buf, consumer, pending, kinds, signal, user)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -268,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
                     if trainer.state.error is not None:
                         raise RuntimeError(f"trainer failed: {trainer.state.error}") from trainer.state.error
                     # Stay near on-policy: talk again only when the trainer has (almost) caught up.
-                    if _backlog(watch, consumer, set(trainer.data_source.pending), kinds,
+                    if backlog(watch, consumer, set(trainer.data_source.pending), kinds,
                                 lambda r: turn_signal(r, trainer.data_source.graded)) >= args.batch_size:
                         time.sleep(0.5)  # polling the trainer's progress (a separate thread)
                         continue

@@ -113,9 +113,7 @@ def evaluate(url: str, tokenizer: Any, persona: Persona, heldout: list[PromptIte
         capability=100.0 * sum(correct) / max(1, len(probe)),
         mean_words=sum(words(t) for _, _, t in replies) / n,
         kl_to_base=kl, seconds=time.perf_counter() - t0,
-        examples=[{"prompt": item.prompt, "reply": text, "accepted": v.accepted, "on_topic": v.on_topic,
-                   "meets_preference": v.meets_preference}
-                  for (_, _, text), item, v in zip(replies, heldout, verdicts, strict=True)],
+        examples=[_example(item, text, v) for (_, _, text), item, v in zip(replies, heldout, verdicts, strict=True)],
         probe_examples=[{"question": q.question, "answer": t, "correct": ok}
                         for (_, _, t), q, ok in zip(answers, probe, correct, strict=True)],
     )
@@ -129,12 +127,14 @@ def judged_by(persona: Persona, point: EvalPoint, heldout: list[PromptItem]) -> 
     rng = random.Random(0)
     if [e["prompt"] for e in point.examples] != [h.prompt for h in heldout]:
         raise ValueError("the point's replies are not answers to these held-out prompts")
-    out = []
-    for example, item in zip(point.examples, heldout, strict=True):
-        v = persona.judge(example["reply"], item, rng)
-        out.append({"prompt": item.prompt, "reply": example["reply"], "accepted": v.accepted, "on_topic": v.on_topic,
-                    "meets_preference": v.meets_preference})
-    return out
+    return [_example(item, e["reply"], persona.judge(e["reply"], item, rng))
+            for e, item in zip(point.examples, heldout, strict=True)]
+
+
+def _example(item: PromptItem, reply: str, verdict: Any) -> dict[str, Any]:
+    """One held-out reply with its verdict, as an evaluation point keeps it."""
+    return {"prompt": item.prompt, "reply": reply, "accepted": verdict.accepted, "on_topic": verdict.on_topic,
+            "meets_preference": verdict.meets_preference}
 
 
 def heldout_prompts() -> list[PromptItem]:

@@ -70,26 +70,13 @@ def parse_personas(value: str) -> list[Persona]:
     return personas
 
 
-def _judged_turns(buf: Any, consumer: str, user: str, pending: set[int], kinds: frozenset[str], signal: Any) -> int:
-    """The user's judged turns their trainer has not taken yet that it can train on."""
-    judged = [r for r in buf.fetch_judged(consumer, limit=100000, user_id=user)
-              if r.turn_id not in pending and r.next_state]
-    return sum(1 for r in judged if signal(r).kind in kinds)
-
-
-def _backlog(buf: Any, consumer: str, user: str, pending: set[int], kinds: frozenset[str], signal: Any) -> int:
-    """What the user's trainer has yet to take: their trainable judged turns and the turns not judged
-    yet (the single-user loop's `_backlog`, for one user)."""
-    return buf.unjudged_count(user) + _judged_turns(buf, consumer, user, pending, kinds, signal)
-
-
 def run(args: argparse.Namespace) -> int:
     import torch
 
     from openclaw.bridge import trainable_kinds, turn_signal
     from openclaw.buffer import TrajectoryBuffer
     from openclaw.demo import evaluate as ev
-    from openclaw.demo.__main__ import Progress
+    from openclaw.demo.__main__ import Progress, backlog, trainable_judged
     from openclaw.demo.presets import kl_flags, method_flags
     from openclaw.demo.trainer import BackgroundTrainer, RoundRobinTrainers
     from openclaw.demo.users import SimulatedUsers
@@ -152,12 +139,12 @@ def run(args: argparse.Namespace) -> int:
 
         def count(user: str, what: Any) -> int:
             t = each[user]
-            return what(watch, t.data_source.cfg.consumer_id, user, set(t.data_source.pending), kinds,
-                        lambda r: turn_signal(r, t.data_source.graded))
+            return what(watch, t.data_source.cfg.consumer_id, set(t.data_source.pending), kinds,
+                        lambda r: turn_signal(r, t.data_source.graded), user)
 
         def ready(user: str) -> bool:
             """A batch of the user's judged turns waits for their trainer."""
-            return count(user, _judged_turns) >= args.batch_size
+            return count(user, trainable_judged) >= args.batch_size
 
         trainers = RoundRobinTrainers(each, ready)
         tok = next(iter(each.values())).actor.tokenizer
@@ -202,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
                     if trainers.error is not None:
                         raise RuntimeError(f"a user's trainer failed: {trainers.error}") from trainers.error
                     # Each user talks again only when their trainer has (almost) caught up with them.
-                    talk = [u for u in names if done[u] < milestone and count(u, _backlog) < args.batch_size]
+                    talk = [u for u in names if done[u] < milestone and count(u, backlog) < args.batch_size]
                     if not talk:
                         time.sleep(0.5)  # polling the trainers' progress (a separate thread)
                         continue

@@ -70,6 +70,14 @@ async def _json_body(request: Request, allow_empty: bool = True) -> dict[str, An
     return body
 
 
+def _required_text(body: dict[str, Any], key: str, what: str = "") -> str:
+    """`body[key]`, a non-empty string, or a 400 naming the field (`what`: how to say what it is)."""
+    value = body.get(key)
+    if not isinstance(value, str) or not value:
+        raise ProtocolError(f"'{key}'{what} is required", key)
+    return value
+
+
 def _per_item(value: Any, n: int, name: str, batched: bool) -> list[Any]:
     if batched and isinstance(value, list) and (name != "sampling_params" or all(isinstance(v, dict) for v in value)):
         if len(value) != n:
@@ -239,9 +247,7 @@ def sglang_router(engine, per_user: bool = False) -> APIRouter:
     async def update_weights_from_disk(request: Request):
         try:
             body = await _json_body(request, allow_empty=False)
-            path = body.get("model_path")
-            if not isinstance(path, str) or not path:
-                raise ProtocolError("'model_path' (a folder) is required", "model_path")
+            path = _required_text(body, "model_path", " (a folder)")
             version = body.get("weight_version")
             if version is not None:
                 try:
@@ -261,11 +267,8 @@ def sglang_router(engine, per_user: bool = False) -> APIRouter:
     async def load_lora_adapter(request: Request):
         try:
             body = await _json_body(request, allow_empty=False)
-            name, path = body.get("lora_name"), body.get("lora_path")
-            if not isinstance(name, str) or not name:
-                raise ProtocolError("'lora_name' (the name requests will use) is required", "lora_name")
-            if not isinstance(path, str) or not path:
-                raise ProtocolError("'lora_path' (a PEFT adapter folder) is required", "lora_path")
+            name = _required_text(body, "lora_name", " (the name requests will use)")
+            path = _required_text(body, "lora_path", " (a PEFT adapter folder)")
             version = body.get("weight_version")
             if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
                 raise ProtocolError("'weight_version' must be an integer", "weight_version")
@@ -279,9 +282,7 @@ def sglang_router(engine, per_user: bool = False) -> APIRouter:
     async def unload_lora_adapter(request: Request):
         try:
             body = await _json_body(request, allow_empty=False)
-            name = body.get("lora_name")
-            if not isinstance(name, str) or not name:
-                raise ProtocolError("'lora_name' is required", "lora_name")
+            name = _required_text(body, "lora_name")
         except ProtocolError as exc:
             return _error(400, str(exc), exc.param)
         ok, message = await engine.unload_lora_adapter(name)
