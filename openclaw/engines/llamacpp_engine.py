@@ -7,12 +7,15 @@ vocabulary tokenizes a sample of texts identically and refuses to start otherwis
 ids it is given go straight into the GGUF's embedding table.
 
 Concurrent requests share one `llama_decode` per step (one KV sequence per request: see
-`openclaw.engines.llamacpp_scheduler` and `openclaw.engines.llamacpp_runtime`).
+`openclaw.engines.llamacpp_scheduler` and `openclaw.engines.llamacpp_runtime`). With
+`prefix_reuse` (the default) a finished request's KV stays in its slot and a later request that
+starts with its tokens decodes only the rest (`prefix_cache_stats` counts the reuse).
 
 Weights: the base GGUF is fixed. `update_weights_from_disk` takes a PEFT LoRA adapter folder (what
 the trainer pushes), converts it to a GGUF LoRA (`openclaw.engines.llamacpp_lora`) in a worker
 thread and swaps it in between two decode steps; each push replaces the previous adapter. In-flight
-requests keep their KV cache and finish with the new adapter, as with `HFEngine`. A full HF folder
+requests keep their KV cache and finish with the new adapter, as with `HFEngine`; KV kept from
+finished requests is dropped (the new adapter would compute other keys and values). A full HF folder
 cannot be served (it would need a GGUF conversion and quantization) and is refused.
 
 The served model is the Q4_1 GGUF (plus the adapter), not the fp32 model the trainer holds, so its
@@ -42,6 +45,7 @@ from openclaw.engines.hf_jobs import close_scheduler, queued_stream, run_control
 from openclaw.engines.llamacpp_lora import HeadLayout, write_gguf_lora
 from openclaw.engines.llamacpp_runtime import LlamaRuntime, RuntimeConfig, default_threads
 from openclaw.engines.llamacpp_scheduler import SlotJob, SlotScheduler
+from openclaw.engines.prefix_cache import PrefixCacheStats
 from openclaw.engines.weights import is_adapter_folder
 
 log = logging.getLogger(__name__)
@@ -100,7 +104,7 @@ class LlamaCppEngine(EngineBase, SlotScheduler):
 
     def __init__(self, rt: LlamaRuntime, tokenizer: Any, hf_folder: str, gguf_path: str,
                  eos_ids: frozenset[int], original_logprobs: bool = False,
-                 served_model_name: str | None = None) -> None:
+                 served_model_name: str | None = None, prefix_reuse: bool = True) -> None:
         self._init_base(hf_folder, tokenizer, min(rt.ctx_per_slot, rt.n_ctx_train))
         self._rt = rt
         self._base_model_path = hf_folder
@@ -118,6 +122,11 @@ class LlamaCppEngine(EngineBase, SlotScheduler):
         self._closed = False
         self._running: list[SlotJob] = []
         self._free_slots = list(range(rt.cfg.slots - 1, -1, -1))
+        self._prefix_reuse = prefix_reuse
+        self._kept: dict[int, tuple[int, ...]] = {}
+        self._kv_epoch = 0
+        self._flush_kept = False
+        self._reuse_stats = PrefixCacheStats()
         self._seed_rng = random.Random(int.from_bytes(os.urandom(8), "little"))
         # A thread lock, not asyncio's: the engine outlives event loops (tests, servers) and a
         # contended asyncio.Lock binds to the first loop that waits on it.
@@ -130,9 +139,11 @@ class LlamaCppEngine(EngineBase, SlotScheduler):
     @classmethod
     def load(cls, gguf_path: str | None = None, hf_folder: str | None = None, max_batch_size: int = 8,
              ctx_per_slot: int = 4096, threads: int | None = None, n_batch: int = 512,
-             original_logprobs: bool = False, served_model_name: str | None = None) -> LlamaCppEngine:
+             original_logprobs: bool = False, served_model_name: str | None = None,
+             prefix_reuse: bool = True) -> LlamaCppEngine:
         """Load a GGUF (None: the embedded SmolLM2's Q4_1 file) with the HF folder whose tokenizer
-        gives the ids (None: the embedded model's converted folder)."""
+        gives the ids (None: the embedded model's converted folder). `prefix_reuse=False` decodes
+        every prompt whole (for comparisons)."""
         from transformers import AutoTokenizer
 
         from openclaw.models.embedded import gguf_file, prepare_embedded_model
@@ -151,7 +162,7 @@ class LlamaCppEngine(EngineBase, SlotScheduler):
         except Exception:
             rt.close()
             raise
-        return cls(rt, tokenizer, folder, gguf, eos, original_logprobs, served_model_name)
+        return cls(rt, tokenizer, folder, gguf, eos, original_logprobs, served_model_name, prefix_reuse)
 
     # ---- properties beyond the Engine protocol's ---------------------------------------------
     @property
@@ -169,6 +180,16 @@ class LlamaCppEngine(EngineBase, SlotScheduler):
     @property
     def is_paused(self) -> bool:
         return self._paused
+
+    @property
+    def prefix_cache_stats(self) -> dict[str, float] | None:
+        """How much prompt the kept KV saved (the hf engine's keys), and the tokens kept now; None
+        with prefix_reuse off."""
+        if not self._prefix_reuse:
+            return None
+        with self._cond:
+            cached = sum(len(t) for t in self._kept.values())
+        return {**self._reuse_stats.as_dict(), "cached_tokens": cached}
 
     def num_pending(self) -> int:
         with self._cond:
@@ -227,6 +248,7 @@ class LlamaCppEngine(EngineBase, SlotScheduler):
         here (not in a worker) because llama.cpp sizes its graphs from the model's adapter list."""
         t0 = time.perf_counter()
         adapter = self._rt.load_adapter(gguf)
+        self._drop_kept_kv()  # before the set: a failed set leaves the context's adapters unknown
         try:
             self._rt.set_adapter(adapter)
         except Exception:
@@ -273,10 +295,14 @@ class LlamaCppEngine(EngineBase, SlotScheduler):
             self._cond.notify()
 
     def flush_cache(self) -> bool:
-        """SGLang's contract: refuse while requests are generating. No KV outlives its request
-        here, so there is nothing else to flush."""
+        """SGLang's contract: refuse while requests are generating. Else drop the KV kept from
+        finished requests (the scheduler does it before it admits another request)."""
         with self._cond:
-            return self._paused or not (self._inbox or self._running)
+            ok = self._paused or not (self._inbox or self._running)
+            if ok and self._prefix_reuse:
+                self._flush_kept = True
+                self._cond.notify()
+            return ok
 
     async def shutdown(self) -> None:
         await close_scheduler(self)

@@ -129,6 +129,7 @@ class LlamaRuntime:
         self.n_head_kv = int(lib.llama_model_n_head_kv(model))
         self.arch = self.meta("general.architecture")
         self._batch = lib.llama_batch_init(cfg.n_batch, 0, 1)
+        self._warned_keep = False
         self._closed = False
 
     # ---- model facts ----------------------------------------------------------------------
@@ -175,6 +176,21 @@ class LlamaRuntime:
     def free_seq(self, seq: int) -> None:
         """Drop every KV cell of sequence `seq` (its slot is then empty for the next request)."""
         self._lib.llama_memory_seq_rm(self._mem, seq, -1, -1)
+
+    def keep_prefix(self, seq: int, n: int) -> int:
+        """Keep the KV of positions [0, n) of sequence `seq`, drop the rest; return how many
+        positions it now holds from 0 on: `n`, or 0 where this model's memory cannot be cut there
+        (a recurrent state, or a sliding window that already let the first positions go), in which
+        case the sequence is emptied and the request decodes its whole prompt."""
+        lib, mem = self._lib, self._mem
+        if n > 0 and lib.llama_memory_seq_rm(mem, seq, n, -1):
+            if lib.llama_memory_seq_pos_min(mem, seq) == 0 and lib.llama_memory_seq_pos_max(mem, seq) == n - 1:
+                return n
+        if n > 0 and not self._warned_keep:
+            self._warned_keep = True
+            log.warning("this model's KV cannot be cut to a prefix: requests decode their whole prompt")
+        self.free_seq(seq)
+        return 0
 
     # ---- adapters -------------------------------------------------------------------------
     def load_adapter(self, path: str | Path) -> Any:

@@ -7,6 +7,14 @@ next chunk of prompt tokens of requests still being prefilled. So a new request 
 steps without stalling the others for its whole prompt (chunked prefill), and concurrent requests
 share one batched forward, the way llama.cpp's own server batches its slots.
 
+A finished request's KV stays in its slot (its prompt and reply but the last, never-decoded token).
+A new request goes to the free slot whose kept tokens share the longest prefix with its prompt; the
+slot's KV past that prefix is removed and only the rest of the prompt is decoded. An agent's next
+turn repeats its system prompt, tools and history, so it prefills just the new message (the hf
+engine's prefix cache does the same with copies of the KV; here it stays where it was computed).
+Kept KV is valid only for the weights that computed it: an adapter swap or a cache flush drops it,
+and a request that ran through a swap (KV from both weights) keeps none.
+
 Sampling reuses `openclaw.engines.sampling` on llama.cpp's fp32 logits: the same SGLang log-prob
 semantics and per-request seeded generators as the HF engine, so `return_logprob` gives the served
 (quantized) model's own log-probs of the tokens it sampled.
@@ -22,7 +30,7 @@ import logging
 import random
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -31,9 +39,36 @@ from openclaw.engines.base import FinishReason, TokenEvent
 from openclaw.engines.detokenize import IncrementalDetokenizer, StopStringMatcher
 from openclaw.engines.hf_jobs import EngineClosed, Job, advance_text, deliver, job_result
 from openclaw.engines.llamacpp_runtime import BatchEntry, LlamaRuntime
+from openclaw.engines.prefix_cache import PrefixCacheStats, common_prefix_len
 from openclaw.engines.sampling import RowSampling, sample_batch, token_logprobs
 
 log = logging.getLogger("openclaw.engines.llamacpp_engine")
+
+# A match shorter than this is a chat template's fixed opening (SmolLM2's default system prompt is
+# 24 tokens), not a shared history: prefilling it costs well under 0.1 s, so a new request takes an
+# empty slot rather than cut another session's kept KV down to it.
+MIN_SLOT_REUSE = 64
+
+
+def pick_slot(prompt: Sequence[int], limit: int, free: Sequence[int],
+              kept: Mapping[int, tuple[int, ...]]) -> tuple[int, int]:
+    """(slot, how many of its kept tokens to reuse) for a new request.
+
+    `free`: the free slots, least recently released first; `kept`: the tokens whose KV a free slot
+    holds (absent: empty); `limit`: the most tokens the request may reuse (positions whose logits it
+    needs must be decoded). The longest shared prefix wins when it is at least MIN_SLOT_REUSE long or
+    no slot is empty; else an empty slot; else the least recently released slot, from scratch."""
+    best, best_n = None, 0
+    for slot in free:
+        n = min(common_prefix_len(kept.get(slot, ()), prompt), limit)
+        if n > best_n:
+            best, best_n = slot, n
+    empty = [slot for slot in free if slot not in kept]
+    if best is not None and (best_n >= MIN_SLOT_REUSE or not empty):
+        return best, best_n
+    if empty:
+        return empty[-1], 0
+    return free[0], 0
 
 
 @dataclass(eq=False)
@@ -44,10 +79,24 @@ class SlotJob(Job):
     fed: int = 0  # prompt tokens already decoded into the KV cache
     pending: int | None = None  # the last sampled token, fed to the model on the next step
     prompt_lps: list[float] | None = None  # prompt log-probs gathered chunk by chunk (scoring)
+    kv_epoch: int = -1  # the scheduler's KV epoch when the job took its slot (a swap bumps it)
 
     @property
     def prefilling(self) -> bool:
         return self.fed < len(self.req.input_ids)
+
+    def kv_tokens(self) -> tuple[int, ...]:
+        """The tokens whose KV the job's sequence holds: the prompt decoded so far and, once it is
+        all in, every output token but the last (sampled, fed only on the step that never came)."""
+        prompt = tuple(self.req.input_ids)
+        if self.prefilling:
+            return prompt[:self.fed]
+        return prompt + tuple(self.output_ids[:-1])
+
+    def reuse_limit(self) -> int:
+        """The most prompt tokens it may take from kept KV: the positions whose logits it needs
+        (the last one, to sample; the scored ones) must be decoded."""
+        return min(len(self.req.input_ids) - 1, self.first_scored_pos())
 
     def first_scored_pos(self) -> int:
         """The first prompt position whose logits are needed for prompt log-probs (scoring)."""
@@ -81,7 +130,12 @@ class SlotScheduler:
     _paused: bool
     _closed: bool
     _running: list[SlotJob]  # jobs holding a slot, in admission order
-    _free_slots: list[int]
+    _free_slots: list[int]  # least recently released first
+    _prefix_reuse: bool  # keep finished requests' KV for later requests
+    _kept: dict[int, tuple[int, ...]]  # free slot -> the tokens whose KV it holds
+    _kv_epoch: int  # bumped when kept KV goes stale (weights change)
+    _flush_kept: bool  # set by flush_cache; the scheduler drops the kept KV before it admits again
+    _reuse_stats: PrefixCacheStats
 
     def _run(self) -> None:
         # Sampling one [B, vocab] row set needs no intra-op parallelism, and torch's OpenMP workers
@@ -96,6 +150,9 @@ class SlotScheduler:
                         self._cond.wait()
                     if self._closed:
                         break
+                    if self._flush_kept:
+                        self._flush_kept = False
+                        self._drop_kept_kv()
                     controls = list(self._controls)
                     self._controls.clear()
                     admit, dropped = self._take_admissions()
@@ -122,7 +179,7 @@ class SlotScheduler:
 
     # ---- admission and bookkeeping (caller holds _cond where noted) -------------------------
     def _has_work(self) -> bool:
-        if self._closed or self._controls:
+        if self._closed or self._controls or self._flush_kept:
             return True
         if any(j.cancelled for j in self._running) or any(j.cancelled for j in self._inbox):
             return True
@@ -138,7 +195,10 @@ class SlotScheduler:
         admit: list[SlotJob] = []
         while not self._paused and self._inbox and self._free_slots:
             job = self._inbox.popleft()
-            job.seq = self._free_slots.pop()
+            job.seq, job.fed = pick_slot(job.req.input_ids, job.reuse_limit(), self._free_slots, self._kept)
+            job.kv_epoch = self._kv_epoch
+            self._free_slots.remove(job.seq)
+            self._kept.pop(job.seq, None)
             admit.append(job)
             self._running.append(job)
         return admit, dropped
@@ -148,16 +208,44 @@ class SlotScheduler:
         caller a moment before the scheduler frees its slot: it no longer counts."""
         return [j for j in (*self._inbox, *self._running) if not j.done]
 
-    def _release(self, job: SlotJob) -> None:
-        """Free a finished job's KV sequence and slot."""
+    def _release(self, job: SlotJob, keep: bool = True) -> None:
+        """Free a finished job's slot. Its KV stays there for a later request when `keep` (it is
+        known and valid), reuse is on and no weight change happened since the job took the slot."""
         if job.seq < 0:
             return
-        self._rt.free_seq(job.seq)
+        tokens = job.kv_tokens() if keep and self._prefix_reuse and job.kv_epoch == self._kv_epoch else ()
+        if not tokens:
+            self._rt.free_seq(job.seq)
         with self._cond:
             if job in self._running:
                 self._running.remove(job)
             self._free_slots.append(job.seq)
+            if tokens:
+                self._kept[job.seq] = tokens
         job.seq = -1
+
+    def _drop_kept_kv(self) -> None:
+        """Forget every kept KV (weights changed, or a flush); on the scheduler thread. Running jobs
+        took their slot under the old epoch, so they will keep nothing either."""
+        with self._cond:
+            slots = list(self._kept)
+            self._kept.clear()
+            self._kv_epoch += 1
+        for slot in slots:
+            self._rt.free_seq(slot)
+
+    def _resume_kept(self, job: SlotJob) -> None:
+        """Cut the slot's kept KV down to the prefix the job reuses (none if the weights changed
+        since it was picked) and count the reuse."""
+        if job.kv_epoch != self._kv_epoch:
+            job.fed, job.kv_epoch = 0, self._kv_epoch
+        job.fed = self._rt.keep_prefix(job.seq, job.fed)
+        stats = self._reuse_stats
+        stats.lookups += 1
+        stats.prompt_tokens += len(job.req.input_ids)
+        if job.fed:
+            stats.hits += 1
+            stats.reused_tokens += job.fed
 
     def _finish_cancelled(self, job: SlotJob) -> None:
         if not job.done:
@@ -175,7 +263,7 @@ class SlotScheduler:
             if not job.done:
                 deliver([(job, exc)])
                 job.done = True
-            self._release(job)
+            self._release(job, keep=False)  # a failed decode leaves its KV unknown
 
     def _abort_everything(self) -> None:
         with self._cond:
@@ -187,7 +275,7 @@ class SlotScheduler:
             if not job.done:
                 deliver([(job, EngineClosed("engine shut down"))])
                 job.done = True
-            self._release(job)
+            self._release(job, keep=False)
         for _, fut in controls:
             fut.set_exception(EngineClosed("engine shut down"))
 
@@ -214,6 +302,7 @@ class SlotScheduler:
         """Set up newly admitted jobs; a job with nothing to compute finishes at once."""
         done: list[tuple[SlotJob, object]] = []
         for job in jobs:
+            self._resume_kept(job)
             try:
                 self._setup_job(job)
             except Exception as exc:  # noqa: BLE001 - one request's bad parameters must not fail its batch

@@ -173,7 +173,8 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
                    help="hf backend: keep the KV of recent prompts and replies, up to this many tokens, so a request "
                         "that starts with them (a chat's next turn, an agent's system prompt and tools) prefills only "
                         "the rest; 0: off; default: 8192 for full-attention models, off with a warning for "
-                        "sliding-window ones (SmolLM2-135M: 46 KB per token)")
+                        "sliding-window ones (SmolLM2-135M: 46 KB per token). llamacpp backend: on by default "
+                        "(a finished request's KV stays in its slot); only 0 (off) is accepted")
     p.add_argument("--max-body-mb", type=float, default=32.0, help="reject request bodies larger than this (413)")
     p.add_argument("--default-max-tokens", type=int, default=2048,
                    help="completion length when the request sets no max_tokens (capped by the context)")
@@ -267,8 +268,11 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
         raise ConfigError(f"--port {args.port} is out of range 0..65535")
     if args.max_batch_size < 1:
         raise ConfigError("--max-batch-size must be >= 1")
-    if args.prefix_cache_tokens is not None and args.backend != "hf":
-        raise ConfigError(f"--prefix-cache-tokens is the hf backend's; --backend {args.backend} does not take it")
+    if args.prefix_cache_tokens not in (None, 0) and args.backend == "llamacpp":
+        raise ConfigError("--backend llamacpp keeps each finished request's KV in its slot (no token budget to set); "
+                          "--prefix-cache-tokens takes only 0 there (off)")
+    if args.prefix_cache_tokens is not None and args.backend not in ("hf", "llamacpp"):
+        raise ConfigError(f"--prefix-cache-tokens is the hf and llamacpp backends'; --backend {args.backend} does not take it")
     if args.prefix_cache_tokens is not None and args.prefix_cache_tokens < 0:
         raise ConfigError(f"--prefix-cache-tokens must be >= 0 (0: off), got {args.prefix_cache_tokens}")
     if args.max_body_mb <= 0:

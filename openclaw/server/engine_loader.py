@@ -64,7 +64,8 @@ def _load_llamacpp(cfg: EngineConfig, served_model_name: str | None) -> Engine:
     try:
         return LlamaCppEngine.load(gguf_path=path, max_batch_size=cfg.max_batch_size,
                                    ctx_per_slot=cfg.context_length or LLAMACPP_CONTEXT,
-                                   served_model_name=served_model_name)
+                                   served_model_name=served_model_name,
+                                   prefix_reuse=cfg.prefix_cache_tokens != 0)
     except LlamaCppUnavailable as exc:
         raise ConfigError(str(exc)) from exc
 
