@@ -153,7 +153,7 @@ def test_requeue_gives_the_later_trained_turns_back_to_the_trainer(tmp_path: Pat
         assert plan.rollback_to["weight_version"] == 0  # no save dir: the base model
         buf.begin_retraction("s1", plan.to_json())
         buf.purge_retracted("s1")
-        n = buf.finish_retraction("s1", {"session_id": "s1", "state": "done"}, invalidate_above=1,
+        n = buf.finish_retraction("s1", {"session_id": "s1", "state": "done"}, invalidate_above={"": 1},
                                   requeue_consumers=["c"])
         assert n == 1 and [r.session_id for r in buf.fetch_judged("c")] == ["s2"]  # s1 is gone, s0 predates
         assert buf.fetch_judged("other") == []

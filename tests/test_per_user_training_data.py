@@ -244,7 +244,8 @@ class _Client:
 @pytest.mark.parametrize("adapter", ["bob", None])
 def test_teacher_asks_the_users_adapter(adapter: str | None) -> None:
     client = _Client()
-    assert asyncio.run(score_response(client, [1, 2], [3, 4], adapter=adapter)) == [-0.3, -0.3]
+    scored = asyncio.run(score_response(client, [1, 2], [3, 4], adapter=adapter))
+    assert scored.logprobs == [-0.3, -0.3] and scored.weight_version is None  # this engine reports none
     ids, _ = asyncio.run(teacher_topk(client, [1, 2], [3, 4], 1, adapter=adapter))
     assert ids == [[4], [4]] and len(client.bodies) == 3  # score, top-k, then the per-position fallback
     assert all(b.get("lora_path") == adapter for b in client.bodies)
@@ -286,6 +287,20 @@ def test_behaviour_logprobs_ask_the_users_adapter(http_server: Callable[[type], 
         assert sample.weight_version == 9 and UNREPORTED_VERSION not in sample.metadata
     else:
         assert sample.weight_version is None and sample.metadata[UNREPORTED_VERSION] == "bob"
+
+
+@pytest.mark.parametrize("listed", [["bob"], {"bob": "9"}, {"bob": True}])
+def test_behaviour_logprobs_refuse_an_unreadable_adapter_list(http_server: Callable[[type], str], listed: Any) -> None:
+    """An engine whose `lora_adapters` cannot be read is not taken for SGLang (its answers' versions
+    would be dropped): the error names the engine and what is wrong, and nothing is scored."""
+    _Engine.info = {"lora_adapters": listed}
+    _Engine.bodies = []
+    url = http_server(_Engine)
+    args = argparse.Namespace(rollout_engine_urls=[url], lora_adapter_name="bob", opd_teacher_concurrency=2)
+    sample = _imported()
+    with pytest.raises(ValueError, match=rf"the engine at {url}: /get_server_info's lora_adapters"):
+        asyncio.run(add_behaviour_logprobs(args, [sample]))
+    assert _Engine.bodies == [] and sample.rollout_log_probs is None
 
 
 def test_staleness_reads_the_adapters_version(http_server: Callable[[type], str]) -> None:

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from openclaw.engines.base import GenerationRequest, GenerationResult, SamplingParams
-from openclaw.engines.sglang_backend import SGLangEngine
+from openclaw.engines.sglang_backend import SGLangEngine, _served_adapter_versions
+from openclaw.engines.sglang_client import SGLangClientError
 
 NOT_ENABLED = "LoRA is not enabled. Please set `--enable-lora` to enable LoRA."
 PROMPT = (3, 4, 5)
@@ -209,9 +210,12 @@ async def test_a_failure_leaves_the_map_unchanged(sglang):
         assert not ok and "rank 128 exceeds --max-lora-rank 64" in msg and "bob" in msg
         ok, msg = await engine.unload_lora_adapter("nobody")
         assert not ok and "nobody" in msg
-        for bad in ((" ", "/a"), ("carol", ""), ("carol", "/c", True), ("carol", "/c", "3")):
+        for bad in ((" ", "/a"), ("c" * 129, "/c"), ("carol", ""), ("carol", "/c", True), ("carol", "/c", "3")):
             ok, msg = await engine.load_lora_adapter(*bad)
             assert not ok, bad
+        assert (await engine.load_lora_adapter(" ", "/a"))[1] == "lora_name must be 1-128 characters without whitespace, got ' '"
+        assert fake.posts("/load_lora_adapter") == [{"lora_name": "alice", "lora_path": "/a"},
+                                                     {"lora_name": "bob", "lora_path": "/too-big"}]  # refused here
         assert engine.lora_adapters == {"alice": 0} and fake.adapters == {"alice": "/a"}
         fake.fail_status = 500
         ok, msg = await engine.load_lora_adapter("dave", "/d")
@@ -281,3 +285,14 @@ async def test_against_the_embedded_engine(tiny_model_path: Path, tmp_path: Path
                 await remote.shutdown()
     finally:
         await local.shutdown()
+
+
+def test_an_unreadable_adapter_list_names_the_server():
+    """attach reads /get_server_info's `lora_adapters` with the trainer's reader: absent means SGLang
+    (no adapter versions), a list it cannot read is an error naming the server, not an empty list."""
+    assert _served_adapter_versions({"weight_version": "0"}, "http://e") is None
+    assert _served_adapter_versions({"lora_adapters": {"alice": 3}}, "http://e") == {"alice": 3}
+    for bad in ([], {"alice": True}, {"alice": "3"}, {1: 3}):
+        with pytest.raises(SGLangClientError, match=r"^http://e: /get_server_info's lora_adapters") as got:
+            _served_adapter_versions({"lora_adapters": bad}, "http://e")
+        assert got.value.url == "http://e"

@@ -278,15 +278,21 @@ def test_a_version_4_buffer_opens_and_migrates(tmp_path: Path) -> None:
         buf.append_turn(TurnRecord(session_id="s", turn_index=None, turn_type="main",
                                    messages=[{"role": "user", "content": "hi"}], prompt_ids=[1, 2],
                                    response_ids=[3], response_logprobs=[-0.5], request_id="chatcmpl-old"))
+        buf.record_trained("old-trainer", [buf.find_turn(request_id="chatcmpl-old")[0]], 0, 1, save_dir=None,
+                           base_model=None)
     # the version-4 layout, made in a child process (this one must not open the file outside SQLite)
     code = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
             "[c.execute(f'DROP INDEX {i}') for i in ('turns_user', 'sessions_user')]; "
             "[c.execute(f'ALTER TABLE {t} DROP COLUMN user_id') for t in ('turns', 'sessions')]; "
+            "c.execute('ALTER TABLE ledger DROP COLUMN adapter'); "
             "c.execute('PRAGMA user_version=4'); c.commit(); c.close()")
     subprocess.run([sys.executable, "-c", code, str(d / DB_NAME)], check=True)
     with TrajectoryBuffer.open(d, create=False) as buf:
-        assert buf._q1("PRAGMA user_version")[0] == SCHEMA_VERSION == 5
+        assert buf._q1("PRAGMA user_version")[0] == SCHEMA_VERSION == 6
         assert buf.session_turns("s")[0].user_id == "default" and buf.session_user("s") == "default"
+        # an old ledger row trained the served weights (there were no adapters by name)
+        assert [(r["consumer_id"], r["adapter"]) for r in buf.ledger()] == [("old-trainer", "")]
+        assert buf.ledger(adapter="") and not buf.ledger(adapter="alice")
         buf.append_turn(TurnRecord(session_id="alice~s", turn_index=None, turn_type="side", trainable=False,
                                    messages=[{"role": "user", "content": "hi"}], user_id="alice"))
         assert buf.session_ids(user_id="alice") == ["alice~s"] and buf.session_ids(user_id="default") == ["s"]

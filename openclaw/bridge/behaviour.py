@@ -19,13 +19,13 @@ rollout manager gives it the version the rollout began with.
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Any
 
 from slime.rollout.staleness import UNREPORTED_VERSION
 from slime.utils.types import Sample
+from slime.utils.weight_sync import adapter_versions
 
-from openclaw.bridge.teacher import policy_request
+from openclaw.bridge.teacher import score_response
 
 
 async def add_behaviour_logprobs(args: Any, samples: list[Sample]) -> int:
@@ -45,7 +45,7 @@ async def add_behaviour_logprobs(args: Any, samples: list[Sample]) -> int:
         async def one(s: Sample) -> None:
             prompt_ids, response_ids = s.tokens[:-s.response_length], s.tokens[-s.response_length:]
             async with sem:
-                s.rollout_log_probs, version = await _score(client, prompt_ids, response_ids, adapter)
+                s.rollout_log_probs, version = await score_response(client, prompt_ids, response_ids, adapter=adapter)
             s.metadata["behaviour_logprobs"] = "current_policy"
             if unreported:  # the base's version says nothing of the adapter that scored it
                 s.metadata[UNREPORTED_VERSION] = adapter
@@ -60,26 +60,17 @@ async def add_behaviour_logprobs(args: Any, samples: list[Sample]) -> int:
 
 async def _versions_adapters(client: Any) -> bool:
     """Does the engine version its adapters? Asked as slime's rollout asks (an engine without
-    /get_server_info is treated as SGLang, which does not)."""
+    /get_server_info is treated as SGLang, which does not) and read by slime's one reader, so an
+    unreadable `lora_adapters` is an error naming the engine, never taken for SGLang."""
     from slime.rollout.sglang_client import SGLangClientError
 
     try:
         info = await client.get_server_info()
     except SGLangClientError:
         return False
-    return isinstance(info, dict) and "lora_adapters" in info
-
-
-async def _score(client: Any, prompt_ids: list[int], response_ids: list[int],
-                 adapter: str | None) -> tuple[list[float], Any]:
-    """log p(response token | prompt, earlier response tokens) and the engine's weight version."""
-    out = await client.generate(policy_request({
-        "input_ids": list(prompt_ids) + list(response_ids),
-        "sampling_params": {"max_new_tokens": 0, "temperature": 1.0},
-        "return_logprob": True,
-        "logprob_start_len": len(prompt_ids),
-    }, adapter))
-    values = [r[0] for r in out["meta_info"]["input_token_logprobs"]][-len(response_ids):]
-    if len(values) != len(response_ids) or any(v is None or not math.isfinite(float(v)) for v in values):
-        raise RuntimeError(f"engine returned {len(values)} usable prompt log-probs for {len(response_ids)} response tokens")
-    return [float(v) for v in values], out["meta_info"].get("weight_version")
+    if not isinstance(info, dict):
+        return False
+    try:
+        return adapter_versions(info) is not None
+    except ValueError as exc:
+        raise ValueError(f"behaviour log-probs for imported turns: the engine at {client.base_url}: {exc}") from exc

@@ -48,6 +48,7 @@ from openclaw.bridge.flags import DEFAULT_PROGRESS_INTERVAL_S, check_buffer_user
 from openclaw.bridge.reward import RlSignal, RunningBaseline
 from openclaw.bridge.turns import KINDS, TurnSignal, turn_signal, turn_to_sample
 from openclaw.buffer import TrajectoryBuffer
+from openclaw.buffer.provenance import SERVED_WEIGHTS
 from openclaw.control.ledger import record_step, register_trainer_files, weight_version_floor
 from openclaw.httpapi.identity import valid_user_id
 from openclaw.methods import Method, get_method
@@ -242,7 +243,8 @@ class BufferDataSource:
     def on_trained(self, indices: list[int], step: int, weight_version: int) -> None:
         """The driver's report of a trained step: provenance ledger rows (sample index = turn id)."""
         record_step(self.buffer, self.cfg.consumer_id, indices, step, weight_version,
-                    save_dir=self.cfg.save_dir, base_model=getattr(self.args, "hf_checkpoint", None))
+                    save_dir=self.cfg.save_dir, base_model=getattr(self.args, "hf_checkpoint", None),
+                    adapter=getattr(self.args, "lora_adapter_name", None) or SERVED_WEIGHTS)
         self.unreported.difference_update(int(i) for i in indices)
 
     def check_retractions(self) -> None:

@@ -31,7 +31,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from slime.utils.types import Sample
 
@@ -85,8 +85,17 @@ def policy_request(body: dict[str, Any], adapter: str | None) -> dict[str, Any]:
     return body if adapter is None else {**body, "lora_path": adapter}
 
 
+class ScoredResponse(NamedTuple):
+    """A response's log-probs as the engine scored it, and the weight version it reported for the
+    call (raw, as the engine sent it; SGLang may send none): the teacher needs the log-probs, the
+    behaviour scoring of imported turns also which weights produced them."""
+
+    logprobs: list[float]
+    weight_version: Any
+
+
 async def score_response(client: Any, prompt_ids: list[int], response_ids: list[int], *,
-                         adapter: str | None = None) -> list[float]:
+                         adapter: str | None = None) -> ScoredResponse:
     """log p(response token | prompt, earlier response tokens) from the engine's prompt log-probs."""
     out = await client.generate(policy_request({
         "input_ids": list(prompt_ids) + list(response_ids),
@@ -98,7 +107,7 @@ async def score_response(client: Any, prompt_ids: list[int], response_ids: list[
     values = [r[0] for r in rows][-len(response_ids):]
     if len(values) != len(response_ids) or any(v is None or not math.isfinite(float(v)) for v in values):
         raise RuntimeError(f"engine returned {len(values)} usable prompt log-probs for {len(response_ids)} response tokens")
-    return [float(v) for v in values]
+    return ScoredResponse([float(v) for v in values], out["meta_info"].get("weight_version"))
 
 
 async def teacher_topk(client: Any, prompt_ids: list[int], response_ids: list[int], k: int, *,
@@ -164,7 +173,7 @@ async def add_teacher(args: Any, samples: list[Sample], *, copy_without_hint: bo
             prompt_ids = teacher_prompt_ids(tok, s.prompt, s.metadata.get("tools"), s.metadata["hint"])
             response_ids = s.tokens[-s.response_length:]
             async with sem:
-                s.teacher_log_probs = await score_response(client, prompt_ids, response_ids, adapter=adapter)
+                s.teacher_log_probs = (await score_response(client, prompt_ids, response_ids, adapter=adapter)).logprobs
                 if k > 0:
                     ids, lps = await teacher_topk(client, prompt_ids, response_ids, k, adapter=adapter)
                     s.metadata["teacher_topk_file"] = str(write_topk(args, s, ids, lps))

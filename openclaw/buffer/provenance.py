@@ -74,36 +74,43 @@ def session_feedback(c: sqlite3.Connection, session_id: str) -> list[dict[str, A
 
 
 # ------------------------------------------------------------------ ledger
-LEDGER_COLS = ("consumer_id, turn_id, session_id, turn_index, step, weight_version, save_dir, base_model, "
+LEDGER_COLS = ("consumer_id, turn_id, session_id, turn_index, step, weight_version, adapter, save_dir, base_model, "
                "trained_at, invalidated_at")
+SERVED_WEIGHTS = ""  # `adapter` of a row that trained the served weights themselves (not a LoRA adapter by name)
 
 
 def record_trained(c: sqlite3.Connection, consumer_id: str, turn_ids: Sequence[int], step: int, weight_version: int,
-                   save_dir: str | None, base_model: str | None, now: float) -> int:
-    """Ledger rows for turns trained at `step` into `weight_version`. Idempotent per (consumer,
-    turn): a replayed step after a resume keeps the first row. Returns how many of the turns
-    are in the buffer (and so in the ledger); one gone (a retract raced the step) gets no row."""
+                   save_dir: str | None, base_model: str | None, now: float, adapter: str = SERVED_WEIGHTS) -> int:
+    """Ledger rows for turns trained at `step` into `weight_version` of `adapter` (each adapter
+    numbers its own versions). Idempotent per (consumer, turn): a replayed step after a resume
+    keeps the first row. Returns how many of the turns are in the buffer (and so in the ledger);
+    one gone (a retract raced the step) gets no row."""
     ids = sorted({int(t) for t in turn_ids})
     found = 0
     for i in range(0, len(ids), 500):
         chunk = ids[i:i + 500]
         marks = ",".join("?" * len(chunk))
         c.execute(
-            f"INSERT OR IGNORE INTO ledger ({LEDGER_COLS}) SELECT ?, turn_id, session_id, turn_index, ?, ?, ?, ?, ?, NULL"
-            f" FROM turns WHERE turn_id IN ({marks})",
-            (consumer_id, step, weight_version, save_dir, base_model, now, *chunk),
+            f"INSERT OR IGNORE INTO ledger ({LEDGER_COLS}) SELECT ?, turn_id, session_id, turn_index, ?, ?, ?, ?, ?, ?,"
+            f" NULL FROM turns WHERE turn_id IN ({marks})",
+            (consumer_id, step, weight_version, adapter, save_dir, base_model, now, *chunk),
         )
         found += c.execute(f"SELECT count(*) FROM turns WHERE turn_id IN ({marks})", chunk).fetchone()[0]
     return found
 
 
 def ledger_rows(c: sqlite3.Connection, *, session_id: str | None = None, max_version: int | None = None,
-                valid_only: bool = False, consumer_id: str | None = None) -> list[dict[str, Any]]:
+                valid_only: bool = False, consumer_id: str | None = None,
+                adapter: str | None = None) -> list[dict[str, Any]]:
+    """Rows filtered in SQL; `adapter` None: every weight line's, SERVED_WEIGHTS: the served weights'."""
     where: list[str] = []
     args: list[Any] = []
     if consumer_id is not None:  # the primary key (consumer_id, turn_id) serves it
         where.append("consumer_id=?")
         args.append(consumer_id)
+    if adapter is not None:
+        where.append("adapter=?")
+        args.append(adapter)
     if session_id is not None:
         where.append("session_id=?")
         args.append(session_id)
@@ -117,18 +124,21 @@ def ledger_rows(c: sqlite3.Connection, *, session_id: str | None = None, max_ver
     return [dict(zip(LEDGER_COLS.split(", "), r, strict=True)) for r in c.execute(q, args)]
 
 
-def invalidate_versions(c: sqlite3.Connection, above_version: int, now: float, *,
+def invalidate_versions(c: sqlite3.Connection, above_version: int, now: float, *, adapter: str = SERVED_WEIGHTS,
                         requeue_consumers: Sequence[str] = ()) -> int:
-    """Mark every row trained into a version above `above_version` as rolled back. For the
-    consumers in `requeue_consumers`, those turns (still in the buffer) are marked unconsumed
-    again, so the trainer restarted from the rollback checkpoint trains on them once more.
-    Returns how many turns were requeued."""
+    """Mark every row trained into a version of `adapter` above `above_version` as rolled back
+    (another adapter's versions are another line: untouched). For the consumers in
+    `requeue_consumers`, those turns (still in the buffer) are marked unconsumed again, so the
+    trainer restarted from the rollback checkpoint trains on them once more. Returns how many
+    turns were requeued."""
     requeued = 0
     for consumer in requeue_consumers:
         requeued += c.execute(
             "DELETE FROM consumed WHERE consumer_id=? AND turn_id IN (SELECT turn_id FROM ledger WHERE consumer_id=?"
-            " AND weight_version>? AND invalidated_at IS NULL)", (consumer, consumer, above_version)).rowcount
-    c.execute("UPDATE ledger SET invalidated_at=? WHERE weight_version>? AND invalidated_at IS NULL", (now, above_version))
+            " AND adapter=? AND weight_version>? AND invalidated_at IS NULL)",
+            (consumer, consumer, adapter, above_version)).rowcount
+    c.execute("UPDATE ledger SET invalidated_at=? WHERE adapter=? AND weight_version>? AND invalidated_at IS NULL",
+              (now, adapter, above_version))
     return requeued
 
 

@@ -11,11 +11,12 @@ from pathlib import Path
 from openclaw.buffer.files import create_private_db, make_private
 
 DB_NAME = "buffer.sqlite3"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Older versions this code upgrades in place: their tables are a subset (the CREATE ... IF NOT
 # EXISTS statements below add what is missing) and, before 5, `turns` and `sessions` lack
-# `user_id` (added by `_add_user_columns`: every old row belongs to "default").
-UPGRADABLE_FROM = (2, 3, 4)
+# `user_id` (added by `_add_user_columns`: every old row belongs to "default"); before 6, `ledger`
+# lacks `adapter` (every old row trained the served weights: '').
+UPGRADABLE_FROM = (2, 3, 4, 5)
 CHUNK_IDS = 1024  # prompt token ids per chunk
 
 SCHEMA = """
@@ -123,6 +124,7 @@ CREATE TABLE IF NOT EXISTS ledger (
     turn_index INTEGER NOT NULL,
     step INTEGER NOT NULL,
     weight_version INTEGER NOT NULL,
+    adapter TEXT NOT NULL DEFAULT '', -- version 6: the LoRA adapter trained (--lora-adapter-name), '' = the served weights
     save_dir TEXT,                   -- the trainer's checkpoint dir (--save), or NULL
     base_model TEXT,                 -- what the trainer started from (--hf-checkpoint)
     trained_at REAL NOT NULL,
@@ -226,12 +228,15 @@ def connect(db: Path, *, busy_timeout_ms: int, durability: str, create: bool) ->
 
 
 def _add_user_columns(conn: sqlite3.Connection) -> None:
-    """Upgrade to version 5: `user_id` on turns and sessions, "default" for every existing row (a
-    constant default: SQLite adds the column without rewriting the table)."""
-    for table in ("turns", "sessions"):
+    """Upgrade to version 6: `user_id` on turns and sessions, "default" for every existing row, and
+    `adapter` on the ledger, '' (the served weights) for every existing row (constant defaults:
+    SQLite adds the columns without rewriting the tables)."""
+    for table, column, decl in (("turns", "user_id", "TEXT NOT NULL DEFAULT 'default'"),
+                                ("sessions", "user_id", "TEXT NOT NULL DEFAULT 'default'"),
+                                ("ledger", "adapter", "TEXT NOT NULL DEFAULT ''")):
         columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-        if "user_id" not in columns:
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN user_id TEXT NOT NULL DEFAULT 'default'")
+        if column not in columns:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
 
 
 @contextmanager

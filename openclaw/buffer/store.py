@@ -392,19 +392,23 @@ class TrajectoryBuffer:
             return provenance.session_feedback(self._conn, session_id)
 
     def record_trained(self, consumer_id: str, turn_ids: Sequence[int], step: int, weight_version: int, *,
-                       save_dir: str | None, base_model: str | None) -> int:
-        """Provenance ledger: these turns were trained at `step` into `weight_version`. Returns how
-        many of them the buffer still holds (each got a row)."""
+                       save_dir: str | None, base_model: str | None, adapter: str = provenance.SERVED_WEIGHTS) -> int:
+        """Provenance ledger: these turns were trained at `step` into `weight_version` of `adapter`
+        (SERVED_WEIGHTS: the served weights). Returns how many of them the buffer still holds
+        (each got a row)."""
         with self._tx() as c:
-            return provenance.record_trained(c, consumer_id, turn_ids, step, weight_version, save_dir, base_model, _now())
+            return provenance.record_trained(c, consumer_id, turn_ids, step, weight_version, save_dir, base_model,
+                                             _now(), adapter)
 
     def ledger(self, *, session_id: str | None = None, max_version: int | None = None,
-               valid_only: bool = False, consumer_id: str | None = None) -> list[dict[str, Any]]:
+               valid_only: bool = False, consumer_id: str | None = None,
+               adapter: str | None = None) -> list[dict[str, Any]]:
         """Ledger rows, filtered in SQL: of one session, up to a version, not rolled back, of one
-        consumer (one trainer, so with per-user trainers the turns that trained one adapter)."""
+        consumer (one trainer), of one weight line (`adapter`: a LoRA adapter's name, or
+        SERVED_WEIGHTS; None: all; a version number means something only within its line)."""
         with self._lock:
             return provenance.ledger_rows(self._conn, session_id=session_id, max_version=max_version,
-                                          valid_only=valid_only, consumer_id=consumer_id)
+                                          valid_only=valid_only, consumer_id=consumer_id, adapter=adapter)
 
     def record_export(self, path: str | os.PathLike[str], session_ids: Sequence[str]) -> None:
         with self._tx() as c:
@@ -465,15 +469,16 @@ class TrajectoryBuffer:
         with self._tx() as c:
             provenance.journal_advance(c, session_id, "purged", _now())
 
-    def finish_retraction(self, session_id: str, result: dict[str, Any], *, invalidate_above: int | None,
-                          requeue_consumers: Sequence[str] = ()) -> int:
-        """Invalidate the ledger above the rollback version (requeueing those turns for
+    def finish_retraction(self, session_id: str, result: dict[str, Any], *,
+                          invalidate_above: dict[str, int], requeue_consumers: Sequence[str] = ()) -> int:
+        """Invalidate each weight line's ledger above its rollback version (`invalidate_above`:
+        adapter name, or SERVED_WEIGHTS, to version; requeueing those turns for
         `requeue_consumers`) and close the journal row, in one transaction. Returns turns requeued."""
         with self._tx() as c:
             requeued = 0
-            if invalidate_above is not None:
-                requeued = provenance.invalidate_versions(c, invalidate_above, _now(),
-                                                          requeue_consumers=requeue_consumers)
+            for adapter, above in sorted(invalidate_above.items()):
+                requeued += provenance.invalidate_versions(c, above, _now(), adapter=adapter,
+                                                           requeue_consumers=requeue_consumers)
             result = {**result, "requeued_turns": requeued}
             provenance.journal_advance(c, session_id, "done", _now(), result)
         return requeued

@@ -81,13 +81,16 @@ class CanaryResult:
                 "incumbent": self.incumbent.to_dict(), "seconds": self.seconds, "config": self.config}
 
 
-def rated_turns_from_buffer(buffer: Any, limit: int) -> list[RatedTurn]:
-    """The newest main turns with a verdict, unseen by trainers first. Explicit feedback
-    outranks the judge's score (the rule of `openclaw.control.feedback`)."""
+def rated_turns_from_buffer(buffer: Any, limit: int, user_id: str | None = None) -> list[RatedTurn]:
+    """The newest main turns with a verdict (of one user's sessions with `user_id`), unseen by
+    trainers first. Explicit feedback outranks the judge's score (the rule of `openclaw.control.feedback`)."""
+    from openclaw.buffer.users import session_owner
+
     positions = [buffer.consumer_position(c["consumer_id"]) for c in buffer.stats()["consumers"]]
     seen = max((int(p.get("max_turn_id") or 0) for p in positions if p), default=0)
     recs = [r for r in reversed(buffer.latest_turns(max(limit * 8, 64)))
-            if r.turn_type == "main" and r.prompt_ids and r.response_ids]
+            if r.turn_type == "main" and r.prompt_ids and r.response_ids
+            and (user_id is None or session_owner(r.session_id) == user_id)]
     feedback = buffer.feedback_for([int(r.turn_id) for r in recs]) if hasattr(buffer, "feedback_for") else {}
     out: list[RatedTurn] = []
     for rec in recs:

@@ -106,12 +106,12 @@ def queue_view(buffer: Any) -> dict[str, Any]:
 
 
 def ledger_view(buffer: Any, viewer: Viewer = ADMIN_VIEW) -> dict[str, Any]:
-    """Per weight version: what it was trained on (the provenance ledger, `ledger.py`); a user's
-    view counts only their own turns."""
+    """Per weight version ("N" for the served weights, "NAME:N" for adapter NAME): what it was
+    trained on (the provenance ledger, `ledger.py`); a user's view counts only their own turns."""
     from openclaw.control.ledger import ledger_summary
 
     rows = None if viewer.identity.is_admin else viewer.rows(buffer.ledger())
-    return {str(v["weight_version"]): {"steps": len(v["steps"]), "turns": v["turns"], "sessions": len(v["sessions"]),
+    return {(f"{v['adapter']}:" if v["adapter"] else "") + str(v["weight_version"]): {"steps": len(v["steps"]), "turns": v["turns"], "sessions": len(v["sessions"]),
                                        "invalidated": v["invalidated"]} for v in ledger_summary(buffer, rows)}
 
 

@@ -14,12 +14,14 @@ versions that existed when they were rolled back: every version from the first o
 retracted session up to the highest one that existed when it was retracted holds that session
 (`retracted_in`, from the retract journal), and none of them is served again.
 
-Per-user trainers (`--buffer-user U --lora-adapter-name U`, consumer `openclaw-<method>-U`) each
-train one adapter; the rows of U's consumer are what U's adapter was trained on
-(`adapter_ledger`), and every row of U's sessions, whichever trainer wrote it, is `user_ledger`.
-Those are reads only: the linear-version rule above, retract's rollback and its invalidation of
-every row above the rollback version still treat versions as one line for the whole buffer, which
-several adapters trained side by side do not follow.
+Each row names the weight line it trained: the served weights (`adapter` = SERVED_WEIGHTS) or a
+LoRA adapter served by name (`--lora-adapter-name U`; with per-user trainers, `--buffer-user U`,
+consumer `openclaw-<method>-U`, the adapter of user U). Every rule above holds within one line:
+an adapter's versions are numbered, trained, rolled back and retracted on their own, so a retract
+of U's session rolls back U's adapter and leaves the served weights and other users' adapters
+alone, and version 5 of U's adapter says nothing about version 5 of anything else.
+`adapter_ledger` is what one trainer wrote; `user_ledger` every row of U's sessions, whichever
+trainer wrote it.
 
 Version numbers are unique across trainer restarts: a trainer starts numbering after
 `weight_version_floor` (the highest version the buffer, the registry or the engine knows), so a
@@ -34,26 +36,28 @@ from pathlib import Path
 from typing import Any
 
 from openclaw.buffer import TrajectoryBuffer
+from openclaw.buffer.provenance import SERVED_WEIGHTS
 from openclaw.buffer.users import session_owner
 
 log = logging.getLogger("openclaw.control.ledger")
 
 
 def record_step(buffer: TrajectoryBuffer, consumer_id: str, turn_ids: Sequence[int], step: int, weight_version: int,
-                *, save_dir: str | None, base_model: str | None) -> int:
+                *, save_dir: str | None, base_model: str | None, adapter: str = SERVED_WEIGHTS) -> int:
     """Ledger rows for one trained step. A turn missing from the buffer (retracted while its
     step trained) gets no row: that is logged loudly, since those weights now hold a retracted
     session and the trainer stops at its next rollout (`retraction_blocks`)."""
-    n = buffer.record_trained(consumer_id, turn_ids, step, weight_version, save_dir=save_dir, base_model=base_model)
+    n = buffer.record_trained(consumer_id, turn_ids, step, weight_version, save_dir=save_dir, base_model=base_model,
+                              adapter=adapter)
     if n < len(set(turn_ids)):
         log.warning("ledger: %d of %d turn(s) trained at step %d are no longer in the buffer (retracted during "
                     "the step?)", len(set(turn_ids)) - n, len(set(turn_ids)), step)
     return n
 
 
-def version_ledger(buffer: TrajectoryBuffer, version: int) -> list[dict[str, Any]]:
-    """The rows weight version `version` was trained on (valid rows up to it)."""
-    return buffer.ledger(max_version=version, valid_only=True)
+def version_ledger(buffer: TrajectoryBuffer, version: int, adapter: str = SERVED_WEIGHTS) -> list[dict[str, Any]]:
+    """The rows weight version `version` of `adapter` was trained on (valid rows of that line up to it)."""
+    return buffer.ledger(max_version=version, valid_only=True, adapter=adapter)
 
 
 def adapter_ledger(buffer: TrajectoryBuffer, consumer_id: str, *, max_version: int | None = None,
@@ -70,8 +74,11 @@ def user_ledger(buffer: TrajectoryBuffer, user_id: str, *, valid_only: bool = Fa
     return [r for r in buffer.ledger(valid_only=valid_only) if session_owner(r["session_id"]) == user_id]
 
 
-def taint_ranges(plan: dict[str, Any]) -> list[tuple[int, int]]:
-    """The weight versions (inclusive ranges) a retract journal row's session went into."""
+def taint_ranges(plan: dict[str, Any], adapter: str = SERVED_WEIGHTS) -> list[tuple[int, int]]:
+    """The versions of `adapter` (inclusive ranges) a retract journal row's session went into."""
+    if adapter != SERVED_WEIGHTS:
+        return [(int(lo), int(hi)) for line in plan.get("adapters") or [] if line["adapter"] == adapter
+                for lo, hi in line["taint"]]
     if plan.get("taint") is not None:
         return [(int(lo), int(hi)) for lo, hi in plan["taint"]]
     first = plan.get("first_version")  # a journal row written before ranges were recorded
@@ -80,17 +87,18 @@ def taint_ranges(plan: dict[str, Any]) -> list[tuple[int, int]]:
     return [(int(first), max([int(first), *(int(v) for v in plan.get("affected_versions") or [])]))]
 
 
-def retracted_in(buffer: TrajectoryBuffer, version: int) -> list[str]:
+def retracted_in(buffer: TrajectoryBuffer, version: int, adapter: str = SERVED_WEIGHTS) -> list[str]:
     """The retracted sessions (journal rows in any state: from the moment a retract is planned)
-    whose training went into weight version `version`. Non-empty: the version must never be
-    served, promoted, rolled back to or loaded again."""
+    whose training went into weight version `version` of `adapter`. Non-empty: that version must
+    never be served, promoted, rolled back to or loaded again."""
     return sorted(j["session_id"] for j in buffer.retractions()
-                  if any(lo <= int(version) <= hi for lo, hi in taint_ranges(j["plan"])))
+                  if any(lo <= int(version) <= hi for lo, hi in taint_ranges(j["plan"], adapter)))
 
 
-def version_sessions(buffer: TrajectoryBuffer, version: int) -> set[str]:
-    """The sessions weight version `version` was trained on, retracted ones included."""
-    return {r["session_id"] for r in version_ledger(buffer, version)} | set(retracted_in(buffer, version))
+def version_sessions(buffer: TrajectoryBuffer, version: int, adapter: str = SERVED_WEIGHTS) -> set[str]:
+    """The sessions weight version `version` of `adapter` was trained on, retracted ones included."""
+    return {r["session_id"] for r in version_ledger(buffer, version, adapter)} | \
+        set(retracted_in(buffer, version, adapter))
 
 
 def highest_weight_version(buffer: TrajectoryBuffer) -> int:
@@ -151,12 +159,14 @@ def session_versions(buffer: TrajectoryBuffer, session_id: str, *, valid_only: b
 
 
 def ledger_summary(buffer: TrajectoryBuffer, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Per weight version: steps, turns, sessions, whether it was rolled back (for a dashboard).
-    `rows`: summarise these ledger rows (one user's) instead of the whole ledger."""
-    by_version: dict[int, dict[str, Any]] = {}
+    """Per weight version of each line (`adapter`, SERVED_WEIGHTS first): steps, turns, sessions,
+    whether it was rolled back (for a dashboard). `rows`: summarise these ledger rows (one user's)
+    instead of the whole ledger."""
+    by_version: dict[tuple[str, int], dict[str, Any]] = {}
     for r in buffer.ledger() if rows is None else rows:
-        v = by_version.setdefault(int(r["weight_version"]), {"weight_version": int(r["weight_version"]), "steps": set(),
-                                                              "turns": 0, "sessions": set(), "invalidated": False})
+        key = (r["adapter"], int(r["weight_version"]))
+        v = by_version.setdefault(key, {"adapter": key[0], "weight_version": key[1], "steps": set(),
+                                        "turns": 0, "sessions": set(), "invalidated": False})
         v["steps"].add(int(r["step"]))
         v["turns"] += 1
         v["sessions"].add(r["session_id"])

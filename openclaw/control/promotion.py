@@ -17,6 +17,12 @@ went into is `retracted`, its kept folder is deleted, and every way into service
 push, promote, rollback, a retract's own rollback) refuses it; the retract's rollback is served
 without the canary and without waiting for one. A version number is registered once: a push
 under a number the registry holds is refused (numbers name one set of weights for good).
+
+Each LoRA adapter served by name (a user's, with per-user training) is a weight line of its own:
+`AdapterSlot` shows one adapter to a controller as an engine, with a registry of its own
+(`<control dir>/adapters/<name>/`), so a push of the adapter (`POST /load_lora_adapter`) passes
+the same gate, and promote and rollback act on that adapter alone. Its version `NOT_LOADED`
+stands for "no adapter: the user is served the served weights".
 """
 
 from __future__ import annotations
@@ -163,6 +169,52 @@ class Outcome:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+NOT_LOADED = -1  # an AdapterSlot's version while no adapter of its name is loaded
+
+
+class LineJournal:
+    """The retract journal as one adapter's controller asks it: versions of that adapter only.
+    A retract rolls an adapter back on the engine itself, never through the gate."""
+
+    def __init__(self, journal: Any, adapter: str) -> None:
+        self._journal = journal
+        self._adapter = adapter
+
+    def retracted_in(self, version: int) -> list[str]:
+        return self._journal.retracted_in(version, self._adapter)
+
+    def rollback_target(self, model_path: str, version: int) -> tuple[str, dict[str, Any]] | None:
+        return None
+
+
+class AdapterSlot:
+    """One LoRA adapter of the serving engine, driven by a `PromotionController` as if it were an
+    engine: its version and folder are the adapter's (`NOT_LOADED` and the served weights' folder
+    while none is loaded), and serving a folder loads it under the adapter's name (serving the
+    served weights' folder as NOT_LOADED unloads it)."""
+
+    def __init__(self, engine: Any, name: str) -> None:
+        self.engine = engine
+        self.name = name
+
+    @property
+    def weight_version(self) -> int:
+        return int(self.engine.lora_adapters.get(self.name, NOT_LOADED))
+
+    @property
+    def model_path(self) -> str:
+        if self.name not in self.engine.lora_adapters:
+            return str(self.engine.model_path)
+        return self.engine.lora_adapter_paths.get(self.name, f"(loaded under {self.name!r}, folder not reported)")
+
+    async def update_weights_from_disk(self, path: str, version: int | None) -> tuple[bool, str]:
+        if version == NOT_LOADED:
+            if self.name not in self.engine.lora_adapters:
+                return True, f"adapter {self.name!r} is not loaded"
+            return await self.engine.unload_lora_adapter(self.name)
+        return await self.engine.load_lora_adapter(self.name, path, version)
 
 
 class PromotionController:

@@ -29,6 +29,14 @@ What it does, in this order, each step idempotent and journaled (table `retracti
      without the retracted session (re-applied when the trainer restarts, not by the retract);
   4. done: the journal row holds the result.
 
+Each weight line is planned and rolled back on its own (`openclaw.control.ledger`): the served
+weights as above, and every LoRA adapter served by name that the session trained (a per-user
+trainer's adapter, `AdapterLine`). An adapter that serves a version holding the session is
+loaded back at its trainer's newest checkpoint before the session, or, with none, unloaded (its
+user gets the served weights, which never held the session unless their own line says so). The
+versions of that adapter the session went into are never loaded under its name again
+(`retracted_in(..., adapter)`); other users' adapters and the served weights are not touched.
+
 A crash (kill -9) anywhere leaves the journal row in `planned`, `deleted` or `purged`; the next
 call for the session, `complete_pending` (run by the server at start and by the CLI), finishes
 it. While a row is unfinished the bridge never hands the session's turns to a trainer.
@@ -51,6 +59,7 @@ from typing import Any, Protocol
 
 from openclaw.buffer import TrajectoryBuffer
 from openclaw.buffer.derived import TOPK_DIR_NAME, tokens_key
+from openclaw.buffer.provenance import SERVED_WEIGHTS
 from openclaw.control.ledger import (
     DEBUG_ROLLOUT_DATA,
     highest_weight_version,
@@ -101,6 +110,19 @@ class WeightTarget(Protocol):
     def sync_registry(self) -> None:
         """Let the server's weight registry mark the versions the retract took back (and delete
         their kept folders) now, not when it is next listed."""
+        ...
+
+    def served_adapters(self) -> dict[str, int] | None:
+        """{name: version} of the LoRA adapters served by name; None from an engine that does not
+        version them (SGLang), where a retract rolls back every adapter line the session trained."""
+        ...
+
+    def load_adapter(self, name: str, path: str, version: int) -> None:
+        """Serve the adapter folder `path` under `name` as `version` (the retract's rollback)."""
+        ...
+
+    def unload_adapter(self, name: str) -> None:
+        """Stop serving adapter `name` (no checkpoint predates the session); not loaded is not an error."""
         ...
 
 
@@ -156,6 +178,47 @@ class HTTPWeightTarget:
     def sync_registry(self) -> None:
         self._weights()
 
+    def served_adapters(self) -> dict[str, int] | None:
+        from slime.rollout.sglang_client import SyncSGLangClient
+        from slime.utils.weight_sync import adapter_versions, server_info
+
+        with SyncSGLangClient(self.url, timeout=30) as client:
+            return adapter_versions(server_info(client))
+
+    def load_adapter(self, name: str, path: str, version: int) -> None:
+        from slime.rollout.sglang_client import SGLangClientError
+        from slime.utils.weight_sync import push_to_engines
+
+        try:
+            push_to_engines([self.url], path, version, timeout_s=self.timeout_s, adapter_name=name)
+        except SGLangClientError as exc:
+            raise RetractError(f"rolling back adapter {name!r}: {exc}", status=502) from None
+
+    def unload_adapter(self, name: str) -> None:
+        from slime.rollout.sglang_client import SGLangClientError, SyncSGLangClient
+
+        with SyncSGLangClient(self.url, timeout=self.timeout_s) as client:
+            try:
+                client.unload_lora_adapter(name)
+            except SGLangClientError as exc:
+                if "not loaded" not in str(exc):
+                    raise RetractError(f"unloading adapter {name!r}: {exc}", status=502) from None
+
+
+@dataclass
+class AdapterLine:
+    """One LoRA adapter served by name that the session trained: its own line of versions."""
+
+    adapter: str
+    consumers: list[str]
+    trained_versions: list[int]
+    first_version: int | None  # None: only an earlier retract of the same session id trained it
+    served_version: int | None  # at planning time; None: not loaded, or the engine does not say
+    # {"path", "weight_version", "step"}: its trainer's newest checkpoint before the session;
+    # None: unload it (the user is then served the served weights)
+    rollback_to: dict[str, Any] | None
+    taint: list[list[int]] = field(default_factory=list)  # versions of this adapter holding the session
+
 
 @dataclass
 class RetractPlan:
@@ -176,6 +239,8 @@ class RetractPlan:
     # same session id kept). Versions made later get higher numbers (`ledger.weight_version_floor`).
     max_version: int | None = None
     taint: list[list[int]] = field(default_factory=list)
+    # The fields above are the served weights' line; each adapter the session trained is its own.
+    adapters: list[AdapterLine] = field(default_factory=list)
 
     @property
     def needs_rollback(self) -> bool:
@@ -184,6 +249,12 @@ class RetractPlan:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RetractPlan:
+        """A journal row's plan (rows written before adapters were planned have none)."""
+        lines = [AdapterLine(**line) for line in data.get("adapters") or []]
+        return cls(**{**data, "adapters": lines})
 
 
 @dataclass
@@ -199,6 +270,9 @@ class RetractResult:
     rewritten_exports: list[str] = field(default_factory=list)
     removed_debug_dumps: list[str] = field(default_factory=list)
     retracted_versions: list[list[int]] = field(default_factory=list)  # = the plan's taint
+    # Per adapter line: {"adapter", "served_version_before", "served_version" (None: not served),
+    # "rolled_back_to", "retracted_versions"}
+    adapters: list[dict[str, Any]] = field(default_factory=list)
     stopped_consumers: list[str] = field(default_factory=list)
     requeued_turns: int = 0
     actions: list[str] = field(default_factory=list)
@@ -231,7 +305,10 @@ def _topk_files(buffer: TrajectoryBuffer, turns: list[Any]) -> list[str]:
 
 
 def plan_retract(buffer: TrajectoryBuffer, session_id: str, served_version: int | None, policy: str = "stop",
-                 known_versions: list[int] | None = None, earlier_taint: list[list[int]] | None = None) -> RetractPlan:
+                 known_versions: list[int] | None = None, earlier_plan: dict[str, Any] | None = None,
+                 served_adapters: dict[str, int] | None = None) -> RetractPlan:
+    """What a retract of `session_id` will do (nothing is touched). `earlier_plan`: the journal's
+    plan of an earlier retract of the same session id, whose retracted versions stay retracted."""
     if policy not in POLICIES:
         raise RetractError(f"'policy' must be one of {POLICIES} (stop: drop the training after the rollback point; "
                            f"requeue: give its other turns back to the trainer), got {policy!r}")
@@ -240,33 +317,26 @@ def plan_retract(buffer: TrajectoryBuffer, session_id: str, served_version: int 
     exports = buffer.exports_of(session_id)
     if not turns and not rows and not exports and session_id not in buffer.session_ids():
         raise RetractError(missing_session_message(session_id), status=404, code="session_not_found")
-    trained_versions = sorted({int(r["weight_version"]) for r in rows})
+    served_rows = [r for r in rows if r["adapter"] == SERVED_WEIGHTS]
+    trained_versions = sorted({int(r["weight_version"]) for r in served_rows})
     first_version = trained_versions[0] if trained_versions else None
     rollback_to: dict[str, Any] | None = None
-    remove: list[str] = []
-    if rows:
-        candidates: list[dict[str, Any]] = []
-        for save_dir in sorted({r["save_dir"] for r in rows if r["save_dir"]}):
-            first_step = min(int(r["step"]) for r in rows if r["save_dir"] == save_dir)
-            for path, meta in _checkpoints(save_dir):
-                if int(meta.rollout_id) >= first_step:
-                    remove.append(str(path))
-                elif first_version is not None and int(meta.weight_version) < first_version:
-                    candidates.append({"path": str(path), "weight_version": int(meta.weight_version),
-                                       "step": int(meta.rollout_id)})
-        if candidates:
-            rollback_to = max(candidates, key=lambda c: (c["weight_version"], c["step"]))
-        else:
-            bases = sorted({r["base_model"] for r in rows if r["base_model"]})
+    if served_rows:
+        rollback_to = _newest_checkpoint_before(served_rows, first_version)
+        if rollback_to is None:
+            bases = sorted({r["base_model"] for r in served_rows if r["base_model"]})
             if len(bases) != 1:
                 raise RetractError(f"session '{session_id}' was trained on, no checkpoint predates it, and the ledger "
                                    f"names {len(bases)} base models ({bases}): cannot tell what to roll back to",
                                    status=409)
             rollback_to = {"path": bases[0], "weight_version": 0, "step": None}
-    all_versions = {int(r["weight_version"]) for r in buffer.ledger(valid_only=True)}
+    all_versions = {int(r["weight_version"]) for r in buffer.ledger(valid_only=True, adapter=SERVED_WEIGHTS)}
     affected: set[int] = set()
-    max_version = max([highest_weight_version(buffer), served_version or 0, *(known_versions or [])])
-    taint = [list(r) for r in (earlier_taint or [])]
+    adapter_versions = served_adapters if served_adapters is not None else {}
+    max_version = max([highest_weight_version(buffer), served_version or 0, *(known_versions or []),
+                       *adapter_versions.values()])
+    earlier = earlier_plan or {}
+    taint = [list(r) for r in taint_ranges(earlier)] if earlier else []
     if first_version is not None:
         affected = {v for v in all_versions if v >= first_version}
         if served_version is not None and served_version >= first_version:
@@ -276,9 +346,53 @@ def plan_retract(buffer: TrajectoryBuffer, session_id: str, served_version: int 
         session_id=session_id, policy=policy, turn_ids=[int(t.turn_id) for t in turns],
         consumers=sorted({r["consumer_id"] for r in rows}), trained_versions=trained_versions,
         first_version=first_version, served_version=served_version, affected_versions=sorted(affected),
-        rollback_to=rollback_to, remove_checkpoints=remove, exports=exports, topk_files=_topk_files(buffer, turns),
-        max_version=max_version, taint=taint,
+        rollback_to=rollback_to, remove_checkpoints=_checkpoints_after(rows), exports=exports,
+        topk_files=_topk_files(buffer, turns), max_version=max_version, taint=taint,
+        adapters=_adapter_lines(rows, adapter_versions, max_version, earlier),
     )
+
+
+def _checkpoints_after(rows: list[dict[str, Any]]) -> list[str]:
+    """The checkpoints of the trainers that wrote `rows` taken at or after their first step with
+    the session: they hold it, and are deleted."""
+    remove = []
+    for save_dir in sorted({r["save_dir"] for r in rows if r["save_dir"]}):
+        first_step = min(int(r["step"]) for r in rows if r["save_dir"] == save_dir)
+        remove += [str(path) for path, meta in _checkpoints(save_dir) if int(meta.rollout_id) >= first_step]
+    return remove
+
+
+def _newest_checkpoint_before(rows: list[dict[str, Any]], first_version: int | None) -> dict[str, Any] | None:
+    """The newest checkpoint of the trainers that wrote `rows` (one weight line's) from before
+    their first step with the session and below the line's first version holding it, or None."""
+    candidates = []
+    for save_dir in sorted({r["save_dir"] for r in rows if r["save_dir"]}):
+        first_step = min(int(r["step"]) for r in rows if r["save_dir"] == save_dir)
+        candidates += [{"path": str(path), "weight_version": int(meta.weight_version), "step": int(meta.rollout_id)}
+                       for path, meta in _checkpoints(save_dir)
+                       if int(meta.rollout_id) < first_step and first_version is not None
+                       and int(meta.weight_version) < first_version]
+    return max(candidates, key=lambda c: (c["weight_version"], c["step"])) if candidates else None
+
+
+def _adapter_lines(rows: list[dict[str, Any]], served: dict[str, int], max_version: int,
+                   earlier: dict[str, Any]) -> list[AdapterLine]:
+    """One AdapterLine per adapter the session trained (and per adapter an earlier retract of the
+    same session id took versions of: those stay taken)."""
+    names = sorted({r["adapter"] for r in rows if r["adapter"] != SERVED_WEIGHTS}
+                   | {line["adapter"] for line in earlier.get("adapters") or []})
+    lines = []
+    for name in names:
+        mine = [r for r in rows if r["adapter"] == name]
+        versions = sorted({int(r["weight_version"]) for r in mine})
+        first = versions[0] if versions else None
+        taint = [list(r) for r in taint_ranges(earlier, name)] if earlier else []
+        if first is not None:
+            taint.append([first, max(max_version, first)])
+        lines.append(AdapterLine(adapter=name, consumers=sorted({r["consumer_id"] for r in mine}),
+                                 trained_versions=versions, first_version=first, served_version=served.get(name),
+                                 rollback_to=_newest_checkpoint_before(mine, first), taint=taint))
+    return lines
 
 
 # ------------------------------------------------------------------ steps
@@ -425,6 +539,48 @@ def _rollback(plan: RetractPlan, engine: WeightTarget | None, result: RetractRes
     return int(target["weight_version"])
 
 
+def _rollback_adapters(plan: RetractPlan, engine: WeightTarget | None, result: RetractResult) -> dict[str, int]:
+    """Roll back each adapter line that serves a version holding the session: load its trainer's
+    checkpoint from before the session under the adapter's name, or unload it. Returns, per
+    adapter, the version its ledger stays valid up to."""
+    lines = [line for line in plan.adapters if line.first_version is not None]
+    if not lines:
+        return {}
+    if engine is None:
+        raise RetractError(f"session '{plan.session_id}' trained LoRA adapter(s) {[x.adapter for x in lines]}: the "
+                           "retract must roll them back on the engine that serves them", status=409)
+    served = engine.served_adapters()
+    valid_up_to: dict[str, int] = {}
+    for line in lines:
+        before = None if served is None else served.get(line.adapter)
+        entry: dict[str, Any] = {"adapter": line.adapter, "served_version_before": before, "served_version": before,
+                                 "rolled_back_to": None, "retracted_versions": line.taint}
+        result.adapters.append(entry)
+        assert line.first_version is not None
+        # Not loaded, or serving a version from before the session: nothing served holds it. An
+        # engine that cannot say (None) is rolled back regardless; so is a line the plan saw served
+        # (a crash between the load and `done` leaves the rollback version served: loading it again is harmless).
+        planned_served = line.served_version is not None and line.served_version >= line.first_version
+        if served is not None and (before is None or before < line.first_version) and not planned_served:
+            valid_up_to[line.adapter] = line.first_version - 1
+            continue
+        target = line.rollback_to
+        if target is None:
+            engine.unload_adapter(line.adapter)
+            entry["served_version"] = None
+            valid_up_to[line.adapter] = 0
+            result.actions.append(f"unloaded adapter {line.adapter!r} (no checkpoint of its trainer predates the "
+                                  "session): its user is served the served weights")
+            continue
+        engine.load_adapter(line.adapter, str(target["path"]), int(target["weight_version"]))
+        entry["served_version"] = int(target["weight_version"])
+        entry["rolled_back_to"] = target
+        valid_up_to[line.adapter] = int(target["weight_version"])
+        result.actions.append(f"rolled adapter {line.adapter!r} back from version {before} to "
+                              f"{target['weight_version']} ({target['path']})")
+    return valid_up_to
+
+
 def _known_versions(engine: WeightTarget | None) -> list[int]:
     known = getattr(engine, "known_versions", None)
     return list(known()) if known is not None else []
@@ -445,15 +601,18 @@ def retract_session(buffer: TrajectoryBuffer, session_id: str, engine: WeightTar
         return RetractResult(**journal["result"]) if journal["result"] else RetractResult(session_id, "done")
     resumed = journal is not None and journal["state"] != "done"
     if resumed:
-        plan = RetractPlan(**journal["plan"])  # resume what a crash interrupted
+        plan = RetractPlan.from_json(journal["plan"])  # resume what a crash interrupted
         state = journal["state"]
     else:
         served = engine.served_version() if engine is not None else None
+        adapters = engine.served_adapters() if engine is not None else None
         # The same session id used again after an earlier retract: the versions that one took back stay taken back.
-        earlier = taint_ranges(journal["plan"]) if journal is not None else []
-        plan = plan_retract(buffer, session_id, served, policy, _known_versions(engine), [list(r) for r in earlier])
-        if plan.trained_versions and engine is None:
-            raise RetractError(f"session '{session_id}' was trained into weight version(s) {plan.trained_versions}: "
+        plan = plan_retract(buffer, session_id, served, policy, _known_versions(engine),
+                            journal["plan"] if journal is not None else None, adapters)
+        trained = [f"weight version(s) {plan.trained_versions}"] if plan.trained_versions else []
+        trained += [f"adapter {x.adapter!r} version(s) {x.trained_versions}" for x in plan.adapters if x.trained_versions]
+        if trained and engine is None:
+            raise RetractError(f"session '{session_id}' was trained into {', '.join(trained)}: "
                                "the retract must check (and maybe roll back) the served weights; pass the engine "
                                "(--engine-url URL of the server), or retract through the server's "
                                f"POST /v1/sessions/{session_id}/retract", status=409)
@@ -481,6 +640,7 @@ def retract_session(buffer: TrajectoryBuffer, session_id: str, engine: WeightTar
                               f"{len(result.removed_debug_dumps)} rollout debug dump(s); WAL truncated")
         _pause_point("purged")
     rolled = _rollback(plan, engine, result)
+    adapters_valid_up_to = _rollback_adapters(plan, engine, result)
     if rolled is not None:
         result.actions.append(f"rolled the served weights back from version {result.served_version_before} to "
                               f"{rolled} ({plan.rollback_to['path'] if plan.rollback_to else ''})")
@@ -498,9 +658,10 @@ def retract_session(buffer: TrajectoryBuffer, session_id: str, engine: WeightTar
         result.actions.append(f"trainer(s) {plan.consumers} stop at their next rollout (policy '{plan.policy}'): resume from "
                               f"{plan.rollback_to['path'] if plan.rollback_to else 'the base model'}")
     result.seconds = round(time.perf_counter() - t0, 3)
-    invalidate_above = rolled if rolled is not None else \
+    served_above = rolled if rolled is not None else \
         (plan.first_version - 1 if plan.first_version is not None else None)
-    requeue = plan.consumers if plan.policy == "requeue" and invalidate_above is not None else []
+    invalidate_above = {**({SERVED_WEIGHTS: served_above} if served_above is not None else {}), **adapters_valid_up_to}
+    requeue = plan.consumers if plan.policy == "requeue" and invalidate_above else []
     if requeue:
         result.actions.append(f"requeued the turns trained after the rollback point for {requeue} (requeued_turns): "
                               "a trainer restarted from the rollback checkpoint trains on them again")
@@ -525,9 +686,11 @@ def served_excludes(buffer: TrajectoryBuffer, session_id: str, served_version: i
 class RetractedVersionError(RetractError):
     """A weight version holds a retracted session: it is never served again (HTTP 409)."""
 
-    def __init__(self, version: int, sessions: list[str], action: str) -> None:
+    def __init__(self, version: int, sessions: list[str], action: str, adapter: str = SERVED_WEIGHTS) -> None:
         names = ", ".join(f"'{s}'" for s in sessions)
-        super().__init__(f"cannot {action} weight version {version}: it was trained on retracted session(s) {names}; "
+        what = f"version {version} of LoRA adapter {adapter!r}" if adapter != SERVED_WEIGHTS else \
+            f"weight version {version}"
+        super().__init__(f"cannot {action} {what}: it was trained on retracted session(s) {names}; "
                          "a version that holds a retracted session is never served again (GET /v1/retractions)",
                          status=409, code="weight_version_retracted")
         self.version = version
@@ -541,9 +704,14 @@ class JournalView:
     def __init__(self, get_buffer: Callable[[], TrajectoryBuffer | None]) -> None:
         self._get = get_buffer
 
-    def retracted_in(self, version: int) -> list[str]:
+    def retracted_in(self, version: int, adapter: str = SERVED_WEIGHTS) -> list[str]:
         buffer = self._get()
-        return retracted_in(buffer, version) if buffer is not None else []
+        return retracted_in(buffer, version, adapter) if buffer is not None else []
+
+    def retracted_ranges(self, adapter: str) -> list[tuple[int, int]]:
+        """The versions of `adapter` that hold a retracted session (inclusive ranges)."""
+        buffer = self._get()
+        return [r for j in buffer.retractions() for r in taint_ranges(j["plan"], adapter)] if buffer is not None else []
 
     def rollback_target(self, model_path: str, version: int) -> tuple[str, dict[str, Any]] | None:
         buffer = self._get()

@@ -141,6 +141,11 @@ class Engine(Protocol):
         """The loaded adapters' names and versions."""
         ...
 
+    @property
+    def lora_adapter_paths(self) -> dict[str, str]:
+        """The folder each loaded adapter was loaded from (those the engine knows)."""
+        ...
+
     async def pause_generation(self) -> None: ...
 
     async def continue_generation(self) -> None: ...
@@ -175,7 +180,11 @@ class EngineBase:
 
     @property
     def lora_adapters(self) -> dict[str, int]:
-        """An engine without per-request adapters has none loaded (it overrides this and the two below)."""
+        """An engine without per-request adapters has none loaded (it overrides this and the three below)."""
+        return {}
+
+    @property
+    def lora_adapter_paths(self) -> dict[str, str]:
         return {}
 
     async def load_lora_adapter(self, name: str, path: str, weight_version: int | None = None) -> tuple[bool, str]:

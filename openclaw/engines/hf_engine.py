@@ -39,6 +39,7 @@ from contextlib import aclosing
 from pathlib import Path
 
 import torch
+from slime.utils.weight_sync import check_adapter_name
 
 from openclaw.engines.base import EngineBase, FinishReason, GenerationRequest, GenerationResult, TokenEvent
 from openclaw.engines.hf_batch import RunningBatch
@@ -111,6 +112,7 @@ class HFEngine(EngineBase, BatchScheduler):
                              "(run it with prefix_cache_tokens=0)")
         self.max_lora_adapters = max_lora_adapters
         self._loras = RowAdapters(dtype, self._device)
+        self._lora_paths: dict[str, str] = {}  # written by the scheduler thread with the adapter it names
         self._flush_prefix_cache = False  # set by flush_cache, done by the scheduler before it admits again
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (min(self._eos_ids) if self._eos_ids else 0)
         # Scheduler state (scheduler thread only, except where guarded by _cond).
@@ -277,6 +279,10 @@ class HFEngine(EngineBase, BatchScheduler):
         return self._loras.versions
 
     @property
+    def lora_adapter_paths(self) -> dict[str, str]:
+        return dict(self._lora_paths)
+
+    @property
     def lora_adapter_bytes(self) -> int:
         """Memory the loaded adapters take (their tensors and the stacks a batch reads)."""
         return self._loras.nbytes()
@@ -284,8 +290,9 @@ class HFEngine(EngineBase, BatchScheduler):
     async def load_lora_adapter(self, name: str, path: str, weight_version: int | None = None) -> tuple[bool, str]:
         """Load a plain PEFT LoRA folder (linear layers; no DoRA, no modules saved whole) trained on
         the served base as adapter `name`; it replaces a loaded one of that name between two steps."""
-        if not isinstance(name, str) or not name or len(name) > 128 or any(c.isspace() for c in name):
-            return False, "lora_name must be 1-128 characters without whitespace"
+        problem = check_adapter_name(name)
+        if problem:
+            return False, f"lora_name {problem}"
         async with self._push_lock:
             if name not in self._loras.versions and len(self._loras.versions) >= self.max_lora_adapters:
                 return False, (f"{self.max_lora_adapters} LoRA adapters are loaded (the engine's max_lora_adapters): "
@@ -301,6 +308,7 @@ class HFEngine(EngineBase, BatchScheduler):
                 old = self._loras.versions.get(name)
                 version = weight_version if weight_version is not None else (0 if old is None else old + 1)
                 self._loras.put(name, layers, version, self._model)
+                self._lora_paths[name] = str(path)
                 if self._prefix_cache is not None:  # its KV came from the replaced adapter
                     self._prefix_cache.clear_space(name)
                 return version
@@ -339,6 +347,7 @@ class HFEngine(EngineBase, BatchScheduler):
                         job.finish = FinishReason("abort", f"LoRA adapter {name!r} was unloaded")
                 self._drop_cancelled_rows()
                 self._loras.remove(name, self._model)
+                self._lora_paths.pop(name, None)
                 if self._prefix_cache is not None:
                     self._prefix_cache.clear_space(name)
                 return len(jobs)

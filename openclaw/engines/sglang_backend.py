@@ -26,6 +26,7 @@ from slime.rollout.sglang_command import (  # noqa: F401 - re-exported: the laun
     build_router_command,
     build_sglang_launch_command,
 )
+from slime.utils.weight_sync import adapter_versions, check_adapter_name
 
 from openclaw.engines.base import EngineBase, FinishReason, GenerationRequest, GenerationResult, TokenEvent
 from openclaw.engines.sglang_client import SGLangClient, SGLangClientError
@@ -72,6 +73,7 @@ class SGLangEngine(EngineBase):
         # The adapters this engine knows the server serves (name -> version): a request naming any
         # other is refused here, since a server might answer it with the base model.
         self._adapters: dict[str, int] = dict(lora_adapters or {})
+        self._adapter_paths: dict[str, str] = {}  # of the adapters loaded through this engine
         self._lora_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         self._init_base(model_path, tokenizer, max_context_len, weight_version)
         self._process = process
@@ -271,6 +273,10 @@ class SGLangEngine(EngineBase):
         """The loaded adapters' names and versions (a copy: it changes only through load/unload)."""
         return dict(self._adapters)
 
+    @property
+    def lora_adapter_paths(self) -> dict[str, str]:
+        return {n: p for n, p in self._adapter_paths.items() if n in self._adapters}
+
     async def load_lora_adapter(self, name: str, path: str, weight_version: int | None = None) -> tuple[bool, str]:
         """POST /load_lora_adapter. SGLang refuses a name it serves, so there a loaded name is unloaded
         first; if the new folder is then refused, the name is no longer served and leaves the map
@@ -298,6 +304,7 @@ class SGLangEngine(EngineBase):
                                 "it are refused until a load succeeds)")
                 return False, message
             self._adapters[name] = version
+            self._adapter_paths[name] = path
         return True, f"LoRA adapter {name!r} loaded from {path} (version {version})"
 
     async def unload_lora_adapter(self, name: str) -> tuple[bool, str]:
@@ -379,21 +386,19 @@ def _for_this_loop(store: dict[asyncio.AbstractEventLoop, T], make: Callable[[],
 def _served_adapter_versions(server_info: dict[str, Any], url: str) -> dict[str, int] | None:
     """The adapters a server versions itself, from its /get_server_info (`lora_adapters`, name ->
     version: the embedded engine's endpoints), or None for SGLang, whose one weight_version is its
-    base's. A list this engine cannot read is an error, not an empty one."""
-    if "lora_adapters" not in server_info:
-        return None
-    raw = server_info["lora_adapters"]
-    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
-                                            for k, v in raw.items()):
-        raise SGLangClientError(f"{url}/get_server_info: lora_adapters must map adapter names to integer "
-                                f"versions, got {raw!r:.200}", url=url)
-    return dict(raw)
+    base's. Read by the trainer's reader (one rule for both sides); a list this engine cannot read
+    is an error naming the server, not an empty one."""
+    try:
+        return adapter_versions(server_info)
+    except ValueError as exc:
+        raise SGLangClientError(f"{url}: {exc}", url=url) from exc
 
 
 def _lora_args_problem(name: Any, path: Any, weight_version: Any) -> str | None:
     """What is wrong with a load's arguments (None: nothing), caught before a request is sent."""
-    if not isinstance(name, str) or not name or any(c.isspace() for c in name):
-        return "lora_name must be a non-empty name without whitespace"
+    name_problem = check_adapter_name(name)
+    if name_problem:
+        return f"lora_name {name_problem}"
     if not isinstance(path, str) or not path:
         return "lora_path must be a non-empty path to a PEFT adapter folder"
     if weight_version is not None and (isinstance(weight_version, bool) or not isinstance(weight_version, int)):

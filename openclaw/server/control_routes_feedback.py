@@ -33,6 +33,7 @@ from fastapi import APIRouter, FastAPI, Request
 
 from openclaw.buffer import TrajectoryBuffer
 from openclaw.buffer.exchange import export_sessions
+from openclaw.buffer.provenance import SERVED_WEIGHTS
 from openclaw.control.feedback import FeedbackError, FeedbackTarget, submit_feedback
 from openclaw.control.ledger import ledger_summary
 from openclaw.control.retract import RetractError, complete_pending, missing_session_message, retract_session
@@ -85,6 +86,21 @@ class ServedEngine:
     def sync_registry(self) -> None:
         if self.controller is not None:
             self.controller.apply_retractions()
+
+    def served_adapters(self) -> dict[str, int] | None:
+        return dict(self.engine.lora_adapters)
+
+    def load_adapter(self, name: str, path: str, version: int) -> None:
+        ok, message = asyncio.run_coroutine_threadsafe(self.engine.load_lora_adapter(name, path, version),
+                                                       self.loop).result()
+        if not ok:
+            raise RetractError(f"rolling back adapter {name!r}: the engine refused {path}: {message}", status=500)
+
+    def unload_adapter(self, name: str) -> None:
+        if name in self.engine.lora_adapters:
+            ok, message = asyncio.run_coroutine_threadsafe(self.engine.unload_lora_adapter(name), self.loop).result()
+            if not ok:
+                raise RetractError(f"unloading adapter {name!r}: {message}", status=500)
 
 
 class _Buffer:
@@ -218,10 +234,14 @@ def control_router(state: ServerState) -> APIRouter:
         return {"object": "list", "data": _viewer(request).rows(rows)}
 
     @router.get("/v1/ledger")
-    async def ledger(request: Request, version: int | None = None, session_id: str | None = None) -> dict[str, Any]:
+    async def ledger(request: Request, version: int | None = None, session_id: str | None = None,
+                     adapter: str | None = None) -> dict[str, Any]:
         buf, viewer = buffers.get(), _viewer(request)
+        # A version number means something only within one weight line: the served weights' unless
+        # `adapter` names another.
+        line = adapter if adapter is not None else SERVED_WEIGHTS if version is not None else None
         rows = await asyncio.to_thread(buf.ledger, session_id=None if session_id is None else viewer.stored(session_id),
-                                       max_version=version, valid_only=version is not None)
+                                       max_version=version, valid_only=version is not None, adapter=line)
         mine = viewer.rows(rows)
         every = None if viewer.identity.is_admin else viewer.rows(await asyncio.to_thread(buf.ledger))
         summary = await asyncio.to_thread(ledger_summary, buf, every)

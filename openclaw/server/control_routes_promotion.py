@@ -18,18 +18,26 @@ import functools
 import logging
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
+from slime.utils.weight_sync import check_adapter_name
 
 from openclaw.control.canary import Canary, rated_turns_from_buffer
 from openclaw.control.dashboard import snapshot
-from openclaw.control.promotion import PromotionController, PromotionError, VersionRegistry
-from openclaw.control.retract import JournalView
+from openclaw.control.promotion import (
+    AdapterSlot,
+    LineJournal,
+    PromotionController,
+    PromotionError,
+    VersionRegistry,
+)
+from openclaw.control.retract import JournalView, RetractedVersionError
 from openclaw.control.settings import ControlSettings
 from openclaw.control.viewer import Viewer
-from openclaw.httpapi.identity import scope_identity
+from openclaw.httpapi.identity import scope_identity, valid_user_id
 from openclaw.server.errors import OpenAIError
 from openclaw.server.prompting import user_prompt_ids
 from openclaw.server.state import ServerState
@@ -55,15 +63,55 @@ class _BufferHandle:
         return self._buffer
 
 
-def _engine_push_handler(engine: Any) -> Any:
+def _engine_handler(engine: Any, path: str) -> Any:
+    """The engine's own SGLang route at `path` (the guard below answers it first), or None."""
     try:
         from openclaw.engines.sglang_api import sglang_router
     except ImportError:  # no SGLang API on this server (app.py logs it): no push route to guard
         return None
     for route in sglang_router(engine).routes:
-        if isinstance(route, APIRoute) and route.path == "/update_weights_from_disk":
+        if isinstance(route, APIRoute) and route.path == path:
             return route.endpoint
     return None
+
+
+def adapter_load_fields(body: Any) -> tuple[str, str, int | None]:
+    """(name, folder, version) of a gated adapter load, or a 400 naming the field."""
+    if not isinstance(body, dict):
+        raise OpenAIError(400, "the body must be a JSON object with 'lora_name' and 'lora_path'", param="lora_name")
+    name, path, version = body.get("lora_name"), body.get("lora_path"), body.get("weight_version")
+    problem = check_adapter_name(name)
+    if problem:
+        raise OpenAIError(400, f"lora_name {problem}", param="lora_name")
+    if not isinstance(path, str) or not Path(path).is_dir():
+        raise OpenAIError(400, "'lora_path' must be a PEFT adapter folder this server can read", param="lora_path")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise OpenAIError(400, "'weight_version' must be an integer", param="weight_version")
+    return name, path, version
+
+
+def refuse_retracted_adapter(journal: JournalView, body: Any) -> None:
+    """A LoRA adapter load (`POST /load_lora_adapter`: a per-user trainer's push, or an admin's
+    load) of a version of that adapter that holds a retracted session is refused (409), as a push
+    of such a version of the served weights is. Once any version of the adapter is retracted, a
+    load must name its `weight_version`: the number is what the check reads. A malformed body is
+    the engine's route's to refuse."""
+    if not isinstance(body, dict) or not isinstance(body.get("lora_name"), str):
+        return
+    name, version = body["lora_name"], body.get("weight_version")
+    if version is None:
+        ranges = journal.retracted_ranges(name)
+        if ranges:
+            shown = ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in ranges)
+            raise OpenAIError(409, f"LoRA adapter {name!r} has retracted versions ({shown}): a load must name its "
+                                   "'weight_version' so it can be checked", param="weight_version",
+                              code="weight_version_required")
+        return
+    if isinstance(version, int) and not isinstance(version, bool):
+        sessions = journal.retracted_in(version, name)
+        if sessions:
+            err = RetractedVersionError(version, sessions, "load", adapter=name)
+            raise OpenAIError(409, str(err), param="weight_version", code=err.code)
 
 
 def promotion_router(state: ServerState, settings: ControlSettings | None = None) -> APIRouter:
@@ -72,40 +120,73 @@ def promotion_router(state: ServerState, settings: ControlSettings | None = None
     if hasattr(type(engine), "weight_swap"):
         engine.weight_swap = "live"
     buffer = _BufferHandle(state)
-    canary = None
-    if settings.gate:
-        canary = Canary(settings.canary, engine.tokenizer, getattr(engine, "dtype", "float32"),
-                        str(getattr(engine, "device", "cpu")), engine.base_model_path,
-                        prompt_ids=functools.partial(user_prompt_ids, engine.tokenizer),
-                        rated_turns=lambda: rated_turns_from_buffer(buffer.get(), settings.canary.session_turns)
-                        if buffer.get() is not None else [])
-    controller = PromotionController(engine, VersionRegistry(settings.control_dir), canary, settings.gate,
-                                     journal=JournalView(buffer.get))
+
+    def make_canary(user_id: str | None) -> Canary | None:
+        """The gate's canary; for a user's adapter it replays that user's rated turns only."""
+        if not settings.gate:
+            return None
+        return Canary(settings.canary, engine.tokenizer, getattr(engine, "dtype", "float32"),
+                      str(getattr(engine, "device", "cpu")), engine.base_model_path,
+                      prompt_ids=functools.partial(user_prompt_ids, engine.tokenizer),
+                      rated_turns=lambda: rated_turns_from_buffer(buffer.get(), settings.canary.session_turns, user_id)
+                      if buffer.get() is not None else [])
+
+    journal = JournalView(buffer.get)
+    controller = PromotionController(engine, VersionRegistry(settings.control_dir), make_canary(None), settings.gate,
+                                     journal=journal)
+    adapter_controllers: dict[str, PromotionController] = {}
+
+    def adapter_controller(name: str) -> PromotionController:
+        """The weight line of the LoRA adapter served under `name` (made on first use)."""
+        problem = check_adapter_name(name)
+        if problem:
+            raise OpenAIError(400, f"adapter {problem}", param="adapter")
+        if name not in adapter_controllers:
+            # Quoted and prefixed, so no name ("..", "a/b") reaches outside the adapters folder.
+            folder = settings.control_dir / "adapters" / ("a-" + quote(name, safe="")) \
+                if settings.control_dir is not None else None
+            adapter_controllers[name] = PromotionController(
+                AdapterSlot(engine, name), VersionRegistry(folder), make_canary(name if valid_user_id(name) else None),
+                settings.gate, journal=LineJournal(journal, name))
+        return adapter_controllers[name]
+
+    def line(request: Request, adapter: str | None) -> PromotionController:
+        """The served weights' controller, or `adapter`'s; a plain user may ask only for their own
+        adapter (another's answers like one never served: no existence leak)."""
+        if adapter is None:
+            return controller
+        identity = scope_identity(request.scope)
+        if identity is not None and not identity.is_admin and identity.user_id != adapter:
+            raise OpenAIError(404, f"No LoRA adapter {adapter!r} on this server.", param="adapter",
+                              code="adapter_not_found")
+        return adapter_controller(adapter)
     state_holder: Any = state
     state_holder.promotion = controller  # the dashboard and tests reach it through app.state.openclaw
     log.info("weight versions: promotion gate %s, registry %s", "ON" if settings.gate else "off",
              settings.control_dir or "in memory (set OPENCLAW_CONTROL_DIR to keep it across restarts)")
     router = APIRouter()
 
-    def _answer(outcome_fn):
-        async def run(version: int) -> JSONResponse:
+    def _answer(action: str):
+        async def run(version: int, request: Request, adapter: str | None = None) -> JSONResponse:
+            chosen = line(request, adapter)
             try:
-                outcome = await outcome_fn(version)
+                outcome = await getattr(chosen, action)(version)
             except PromotionError as exc:
                 raise OpenAIError(exc.status, str(exc), param=exc.param, code=exc.code) from None
-            return JSONResponse(outcome.to_dict())
+            return JSONResponse({**outcome.to_dict(), **({"adapter": adapter} if adapter is not None else {})})
         return run
 
     @router.get("/v1/weights")
-    async def list_weights() -> dict[str, Any]:
-        return controller.listing()
+    async def list_weights(request: Request, adapter: str | None = None) -> dict[str, Any]:
+        listing = line(request, adapter).listing()
+        return {**listing, **({"adapter": adapter} if adapter is not None else {})}
 
-    router.add_api_route("/v1/weights/{version}/promote", _answer(controller.promote), methods=["POST"])
-    router.add_api_route("/v1/weights/{version}/rollback", _answer(controller.rollback), methods=["POST"])
+    router.add_api_route("/v1/weights/{version}/promote", _answer("promote"), methods=["POST"])
+    router.add_api_route("/v1/weights/{version}/rollback", _answer("rollback"), methods=["POST"])
 
     # With the gate off a push that passes the retract check is the engine's own route's business:
     # its handler (the same code over the same engine as the mounted one) answers it unchanged.
-    engine_push = _engine_push_handler(engine)
+    engine_push = _engine_handler(engine, "/update_weights_from_disk")
 
     def push_fields(body: Any) -> tuple[str, int | None]:
         path = body.get("model_path") if isinstance(body, dict) else None
@@ -156,6 +237,30 @@ def promotion_router(state: ServerState, settings: ControlSettings | None = None
 
     if settings.gate or engine_push is not None:
         router.add_api_route("/update_weights_from_disk", weight_push, methods=["POST"])
+
+    engine_load_adapter = _engine_handler(engine, "/load_lora_adapter")
+
+    async def adapter_load(request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        refuse_retracted_adapter(journal, body)
+        if not settings.gate:
+            return await engine_load_adapter(request)
+        name, path, version = adapter_load_fields(body)
+        try:
+            outcome = await adapter_controller(name).submit(path, version)
+        except PromotionError as exc:
+            if exc.status == 409:
+                raise OpenAIError(exc.status, str(exc), param=exc.param, code=exc.code) from None
+            return JSONResponse({"success": False, "message": str(exc)}, status_code=400)
+        # As a push of the served weights: kept (and reported) even when the canary refused it.
+        return JSONResponse({"success": True, "message": outcome.message, "loaded_adapters": engine.lora_adapters,
+                             "promotion": outcome.to_dict()})
+
+    if engine_load_adapter is not None:
+        router.add_api_route("/load_lora_adapter", adapter_load, methods=["POST"])
 
     @router.get("/dashboard")
     async def dashboard_page() -> FileResponse:

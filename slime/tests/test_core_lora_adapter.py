@@ -25,7 +25,7 @@ from slime.ray.rollout_manager import RolloutManager
 from slime.ray.setup import load_initial_adapter
 from slime.rollout.sglang_client import SGLangClient, SGLangClientError, SyncSGLangClient
 from slime.utils.arguments import ConfigError, parse_config
-from slime.utils.weight_sync import WeightVersions, push_to_engines
+from slime.utils.weight_sync import WeightVersions, adapter_versions, check_adapter_name, push_to_engines
 
 NO_ENV: dict[str, str] = {}
 # What only a full-weights push sends: a push with an adapter name must send none of it.
@@ -240,11 +240,45 @@ def test_the_flag_needs_lora():
         parse_config(["--lora-adapter-name", "alice"], env=NO_ENV)
     with pytest.raises(ConfigError, match="needs --use-lora"):
         parse_config(["--lora-adapter-name", "alice", "--lora-rank", "8", "--no-use-lora"], env=NO_ENV)
-    with pytest.raises(ConfigError, match="without whitespace"):
+    with pytest.raises(ConfigError, match="--lora-adapter-name must be 1-128 characters without whitespace, "
+                                          "got 'two words'"):
         parse_config(["--lora-adapter-name", "two words", "--use-lora"], env=NO_ENV)
+    with pytest.raises(ConfigError, match="got 129 characters"):
+        parse_config(["--lora-adapter-name", "a" * 129, "--use-lora"], env=NO_ENV)
     cfg = parse_config(["--lora-adapter-name", "alice", "--lora-rank", "8"], env=NO_ENV)  # --lora-rank turns LoRA on
     assert cfg.lora.use_lora and cfg.lora.lora_adapter_name == "alice"
     assert parse_config([], env=NO_ENV).lora.lora_adapter_name is None
+
+
+def test_one_rule_for_adapter_names():
+    """1-128 characters without whitespace, the same wherever a name enters (flag, SGLang load,
+    embedded load); the answer says what is wrong."""
+    for good in ("alice", "a" * 128, "user-7_lora.v2", "ü"):
+        assert check_adapter_name(good) is None, good
+    assert check_adapter_name("") == "must be 1-128 characters without whitespace, got an empty name"
+    assert "129 characters" in check_adapter_name("a" * 129)
+    for spaced in ("two words", "tab\there", "new\nline", "\u00a0nbsp"):
+        assert check_adapter_name(spaced) == f"must be 1-128 characters without whitespace, got {spaced!r}"
+    for not_str in (None, 3, b"alice", ["alice"]):
+        assert check_adapter_name(not_str).startswith("must be a string of 1-128 characters"), not_str
+
+
+def test_the_adapter_version_reader_is_strict():
+    """Absent: the engine does not version adapters (SGLang). Present but unreadable: ValueError
+    naming what is wrong, never read as "no versions" (the engine would pass for SGLang)."""
+    assert adapter_versions({"weight_version": "3"}) is None
+    assert adapter_versions({"lora_adapters": {}}) == {}
+    listed = {"alice": 3, "bob": 0}
+    got = adapter_versions({"lora_adapters": listed})
+    assert got == listed and got is not listed  # a copy: the caller's answer stays as it came
+    for bad, says in (([["alice", 3]], "must map adapter names to integer versions, got list"),
+                      (None, "got NoneType"), ("alice=3", "got str"),
+                      ({1: 3}, "names an adapter 1, not a string"),
+                      ({"alice": True}, r"lora_adapters\['alice'\] is True, not an integer"),
+                      ({"alice": "3"}, r"lora_adapters\['alice'\] is '3', not an integer"),
+                      ({"alice": 3.0}, r"is 3.0, not an integer"), ({"alice": None}, "is None, not an integer")):
+        with pytest.raises(ValueError, match=says):
+            adapter_versions({"lora_adapters": bad})
 
 
 def test_the_flag_in_a_config_file(tmp_path):

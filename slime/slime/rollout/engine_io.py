@@ -85,6 +85,7 @@ class EngineClients:
         SGLang answers with its base weights' version. Asked once per engine (concurrent first calls
         may each ask; the answers agree)."""
         from slime.rollout.sglang_client import SGLangClientError
+        from slime.utils.weight_sync import adapter_versions
 
         i = engine_index % len(self.clients)
         if i not in self._versions_adapters:
@@ -92,7 +93,7 @@ class EngineClients:
                 info = await self.clients[i].get_server_info()
             except SGLangClientError:
                 info = {}  # as weight_sync.server_info: a server that does not say is treated as SGLang
-            self._versions_adapters[i] = isinstance(info, dict) and "lora_adapters" in info
+            self._versions_adapters[i] = isinstance(info, dict) and adapter_versions(info) is not None
         return self._versions_adapters[i]
 
     async def aclose(self) -> None:

@@ -42,15 +42,47 @@ def swaps_live(client: Any) -> bool:
     return server_info(client).get("weight_swap") == "live"
 
 
+# The one rule for a served adapter's name, wherever a name enters (the trainer's
+# --lora-adapter-name, a load sent to SGLang, the embedded engine's load): requests name the
+# adapter as `lora_path`, so a name every engine accepts is one that no engine reads differently.
+ADAPTER_NAME_RULE = "1-128 characters without whitespace"
+ADAPTER_NAME_MAX_CHARS = 128
+
+
+def check_adapter_name(name: Any) -> str | None:
+    """What is wrong with `name` as a served LoRA adapter's name, or None when nothing is. The
+    answer reads after the name's label ("lora_name " + answer), so each caller says which name."""
+    if not isinstance(name, str):
+        return f"must be a string of {ADAPTER_NAME_RULE}, got {type(name).__name__} {name!r:.60}"
+    if not name:
+        return f"must be {ADAPTER_NAME_RULE}, got an empty name"
+    if len(name) > ADAPTER_NAME_MAX_CHARS:
+        return f"must be {ADAPTER_NAME_RULE}, got {len(name)} characters ({name[:40]!r}...)"
+    if any(c.isspace() for c in name):
+        return f"must be {ADAPTER_NAME_RULE}, got {name!r}"
+    return None
+
+
 def adapter_versions(info: dict[str, Any]) -> dict[str, int] | None:
     """{adapter name: weight version} from a /get_server_info answer (`lora_adapters`), or None for
-    an engine that does not version its adapters (SGLang: its one `weight_version` is the base's)."""
+    an engine that does not version its adapters (SGLang: its one `weight_version` is the base's).
+
+    A list that is there but unreadable raises ValueError naming what is wrong: read as "no
+    versions" it would make the engine look like SGLang, and a wrong version would mislabel every
+    sample's staleness."""
     if "lora_adapters" not in info:
         return None
     versions = info["lora_adapters"]
     if not isinstance(versions, dict):
-        raise ValueError(f"/get_server_info's lora_adapters must map adapter names to versions, got {versions!r:.200}")
-    return versions
+        raise ValueError("/get_server_info's lora_adapters must map adapter names to integer versions, "
+                         f"got {type(versions).__name__} {versions!r:.200}")
+    for name, version in versions.items():
+        if not isinstance(name, str):
+            raise ValueError(f"/get_server_info's lora_adapters names an adapter {name!r:.60}, not a string")
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise ValueError(f"/get_server_info's lora_adapters[{name!r:.60}] is {version!r:.60}, "
+                             "not an integer version")
+    return dict(versions)
 
 
 def push_to_engines(urls: list[str], model_path: str | Path, version: int, timeout_s: float = 600.0, *,

@@ -11,6 +11,7 @@ from typing import Any
 
 from slime.utils.args.fields import DEFAULT_KL_LOSS_HORIZON, DEFAULT_ROLLOUT_FUNCTION, ConfigError
 from slime.utils.args.flags import flag_name
+from slime.utils.weight_sync import check_adapter_name
 
 # One logger for everything the config says (callers filter on it), whichever part says it.
 logger = logging.getLogger("slime.utils.arguments")
@@ -198,8 +199,8 @@ def _validate_adapter_name(v: dict[str, Any]) -> None:
           f"--lora-adapter-name {name!r} serves the trained LoRA adapter under that name beside the base model; "
           "it needs --use-lora (without LoRA the trainer pushes full weights, which would replace the served "
           "base model for everyone)")
-    check(bool(name) and not any(c.isspace() for c in name),
-          f"--lora-adapter-name {name!r}: give a non-empty name without whitespace (requests name it as lora_path)")
+    problem = check_adapter_name(name)
+    check(problem is None, f"--lora-adapter-name {problem} (requests name the adapter as lora_path)")
 
 
 # Eval settings and their defaults: one set without --eval-prompt-data would be accepted and ignored.
