@@ -50,8 +50,11 @@ def _checkpoints(random_lora: Any, base: Path, save: Path, seeds: list[int], fir
     return out
 
 
-@pytest.fixture()
-def served(tiny_model_path: Path, tmp_path: Path, random_lora: Any):
+@pytest.fixture(params=["ungated"])
+def served(request: pytest.FixtureRequest, tiny_model_path: Path, tmp_path: Path, random_lora: Any,
+           monkeypatch: pytest.MonkeyPatch):
+    """Two users' adapters on one server, both at version 2 of their own lines; with the param
+    "gated", behind the promotion gate (every load is a candidate the canary checks)."""
     from openclaw.buffer import TrajectoryBuffer
     from openclaw.engines.hf_engine import HFEngine
     from openclaw.intercept.config import InterceptConfig
@@ -59,6 +62,10 @@ def served(tiny_model_path: Path, tmp_path: Path, random_lora: Any):
     from openclaw.server.config import RLConfig, ServerConfig
     from openclaw.server.runner import serve_in_background
 
+    if request.param == "gated":
+        monkeypatch.setenv("OPENCLAW_PROMOTION_GATE", "1")
+        monkeypatch.setenv("OPENCLAW_CONTROL_DIR", str(tmp_path / "control"))
+        monkeypatch.setenv("OPENCLAW_CANARY_PROBE_LIMIT", "2")
     key_file = tmp_path / "keys.json"
     key_file.write_text(json.dumps({"users": {"alice": {"key": KEYS["alice"]}, "bob": {"key": KEYS["bob"]}},
                                     "admins": {"ops": {"key": KEYS["ops"]}}}))
@@ -193,3 +200,33 @@ def test_the_retract_plan_keeps_lines_apart(tmp_path: Path) -> None:
         buf.begin_retraction("both", plan.to_json())
         assert retracted_in(buf, 2, "alice") == ["both"] and retracted_in(buf, 2, "bob") == []
         assert retracted_in(buf, 2) == [] and retracted_in(buf, 5) == ["both"]
+
+
+@pytest.mark.parametrize("served", ["gated"], indirect=True)
+def test_the_command_line_retract_rolls_an_adapter_back_through_the_gate(served: dict,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m openclaw.control retract --engine-url` reaches the server over HTTP: its rollback
+    of alice's adapter is recognised as the retract's (the journal names it) and served without
+    the canary, though the gate registered that version when it was first pushed."""
+    from openclaw.buffer import TrajectoryBuffer
+    from openclaw.control.retract import HTTPWeightTarget, retract_session
+
+    url, engine = served["url"], served["engine"]
+    monkeypatch.setenv("OPENCLAW_API_KEY", KEYS["ops"])
+    _post(url, "ops", "/load_lora_adapter", {"lora_name": "alice", "lora_path": str(served["alice"][0]),
+                                            "weight_version": 1})  # v1 is in alice's registry too
+    _post(url, "ops", "/load_lora_adapter", {"lora_name": "alice", "lora_path": str(served["alice"][1]),
+                                            "weight_version": 3})
+    assert engine.lora_adapters == {"alice": 3, "bob": 2}
+    with TrajectoryBuffer.open(served["buffer"], create=False) as buf:
+        stored = next(s for s in buf.session_ids(user_id="alice") if s.endswith("secret"))
+        res = retract_session(buf, stored, HTTPWeightTarget(url))
+    [line] = res.adapters
+    assert (line["served_version_before"], line["served_version"]) == (3, 1) and line["retracted_versions"] == [[2, 3]]
+    assert engine.lora_adapters == {"alice": 1, "bob": 2}
+    statuses = {v["version"]: v["status"] for v in
+                httpx.get(url + "/v1/weights", params={"adapter": "alice"}, timeout=60,
+                          headers={"Authorization": f"Bearer {KEYS['ops']}"}).json()["data"]}
+    assert statuses[1] == "serving" and statuses[2] == statuses[3] == "retracted", statuses
+    r = _post(url, "ops", "/v1/weights/3/promote?adapter=alice")
+    assert r.status_code == 409 and r.json()["error"]["code"] == "weight_version_retracted", r.text

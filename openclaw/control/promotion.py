@@ -175,8 +175,8 @@ NOT_LOADED = -1  # an AdapterSlot's version while no adapter of its name is load
 
 
 class LineJournal:
-    """The retract journal as one adapter's controller asks it: versions of that adapter only.
-    A retract rolls an adapter back on the engine itself, never through the gate."""
+    """The retract journal as one adapter's controller asks it: that adapter's versions and
+    rollback targets only."""
 
     def __init__(self, journal: Any, adapter: str) -> None:
         self._journal = journal
@@ -186,7 +186,7 @@ class LineJournal:
         return self._journal.retracted_in(version, self._adapter)
 
     def rollback_target(self, model_path: str, version: int) -> tuple[str, dict[str, Any]] | None:
-        return None
+        return self._journal.rollback_target(model_path, version, self._adapter)
 
 
 class AdapterSlot:

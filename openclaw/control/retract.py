@@ -713,13 +713,19 @@ class JournalView:
         buffer = self._get()
         return [r for j in buffer.retractions() for r in taint_ranges(j["plan"], adapter)] if buffer is not None else []
 
-    def rollback_target(self, model_path: str, version: int) -> tuple[str, dict[str, Any]] | None:
+    def rollback_target(self, model_path: str, version: int,
+                        adapter: str = SERVED_WEIGHTS) -> tuple[str, dict[str, Any]] | None:
+        """(session id, target) of the unfinished retract that rolls `adapter`'s line back to
+        `model_path` as `version`, else None."""
         buffer = self._get()
         if buffer is None:
             return None
         for j in buffer.retractions(unfinished=True):
-            target = j["plan"].get("rollback_to")
-            if target and int(target["weight_version"]) == int(version) and \
-                    os.path.realpath(str(target["path"])) == os.path.realpath(model_path):
-                return j["session_id"], target
+            plan = j["plan"]
+            targets = [plan.get("rollback_to")] if adapter == SERVED_WEIGHTS else \
+                [line.get("rollback_to") for line in plan.get("adapters") or [] if line["adapter"] == adapter]
+            for target in targets:
+                if target and int(target["weight_version"]) == int(version) and \
+                        os.path.realpath(str(target["path"])) == os.path.realpath(model_path):
+                    return j["session_id"], target
         return None

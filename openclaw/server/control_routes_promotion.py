@@ -249,8 +249,13 @@ def promotion_router(state: ServerState, settings: ControlSettings | None = None
         if not settings.gate:
             return await engine_load_adapter(request)
         name, path, version = adapter_load_fields(body)
+        chosen = adapter_controller(name)
         try:
-            outcome = await adapter_controller(name).submit(path, version)
+            if version is not None and chosen.journal.rollback_target(path, version) is not None:
+                # A retract's rollback (the CLI's, over HTTP): served at once, no canary, no refusal.
+                outcome = await chosen.retract_rollback(path, version)
+            else:
+                outcome = await chosen.submit(path, version)
         except PromotionError as exc:
             if exc.status == 409:
                 raise OpenAIError(exc.status, str(exc), param=exc.param, code=exc.code) from None
