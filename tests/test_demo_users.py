@@ -20,9 +20,10 @@ REPO = Path(__file__).resolve().parents[1]
 def test_two_users_each_train_their_own_adapter_on_their_own_turns(tiny_model_path: Path, tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "openclaw.demo", "--personas", "brief,no_vague", "--model-path", str(tiny_model_path),
            "--interactions", "12", "--batch-size", "4", "--evals", "1", "--eval-limit", "2", "--max-tokens", "8",
-           "--eval-max-tokens", "8", "--minutes", "5", "--lr", "1e-2", "--out", str(tmp_path)]
+           "--eval-max-tokens", "8", "--minutes", "5", "--lr", "1e-2", "--trainer-workers", "2", "--out", str(tmp_path)]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "2 trainer(s) at once" in out.stdout  # --trainer-workers 2: both users' trainers step side by side
     (run,) = tmp_path.glob("users-*/results.json")
     result = json.loads(run.read_text())
     assert set(result["users"]) == {"brief", "no_vague"}
@@ -43,6 +44,7 @@ def test_two_users_each_train_their_own_adapter_on_their_own_turns(tiny_model_pa
             rows = adapter_ledger(buf, f"openclaw-combine-{user}")
             assert rows, f"no ledger rows for {user}'s adapter"
             assert {session_owner(r["session_id"]) for r in rows} == {user}
+            assert {r["adapter"] for r in rows} == {user}  # each row names the adapter it trained
             owners = buf.turn_users([r["turn_id"] for r in rows])
             assert set(owners.values()) == {user}
     finally:

@@ -100,12 +100,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--profile", action="store_true",
                    help="time every phase (serving, judge, trainer phases, weight push, evaluation) against this "
                         "machine's matmul peak; prints the table and writes profile.md (openclaw/demo/profile.py)")
+    p.add_argument("--trainer-workers", type=int, default=os.cpu_count() or 1,
+                   help="--personas: users' trainers stepped at once (round-robin over users with a batch waiting; "
+                        "default: one per core, at most one per user)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads per thread of work (serving and training run side by side; on a small or "
                         "busy machine, more threads than cores makes OpenMP spin and everything crawl)")
     args = p.parse_args(argv)
-    if args.interactions < 1 or args.minutes <= 0 or args.evals < 1 or args.batch_size < 1:
-        p.error("--interactions, --minutes, --evals and --batch-size must be positive")
+    if args.interactions < 1 or args.minutes <= 0 or args.evals < 1 or args.batch_size < 1 or args.trainer_workers < 1:
+        p.error("--interactions, --minutes, --evals, --batch-size and --trainer-workers must be positive")
     method = get_method(args.method)
     if args.personas is not None and args.persona != DEFAULT_PERSONA:
         p.error("--persona and --personas: give one persona (--persona) or several users (--personas), not both")

@@ -103,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"OpenClaw-RL demo, {len(names)} users on one server, an adapter each: method {method.name}")
     for p in personas.values():
         print(f"  user {p.name}: {p.preference}")
-    print(f"model {model_path} | CPU threads {torch.get_num_threads()} | LoRA r{args.lora_rank} lr {args.lr:g} | "
+    print(f"model {model_path} | CPU threads {torch.get_num_threads()} per thread of work, "
+          f"{min(args.trainer_workers, len(names))} trainer(s) at once | LoRA r{args.lora_rank} lr {args.lr:g} | "
           f"{args.interactions} interactions per user within {args.minutes:g} min | output {out}")
     print("=" * 78, flush=True)
 
@@ -146,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             """A batch of the user's judged turns waits for their trainer."""
             return count(user, trainable_judged) >= args.batch_size
 
-        trainers = RoundRobinTrainers(each, ready)
+        trainers = RoundRobinTrainers(each, ready, workers=args.trainer_workers)
         tok = next(iter(each.values())).actor.tokenizer
         heldout, probe = ev.heldout_prompts()[: args.eval_limit], ev.load_probe()[: args.eval_limit]
 

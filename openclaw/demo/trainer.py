@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -122,21 +123,31 @@ class BackgroundTrainer:
 
 class RoundRobinTrainers:
     """Several users' trainers (one `BackgroundTrainer` each, `--buffer-user U --lora-adapter-name U`)
-    stepped by one thread in turn. A user is stepped only when `ready(user)` (a batch of their judged
-    turns is waiting), so a user who stops talking costs nothing and the others get the time; one
-    step at a time, because two would only split the same cores."""
+    stepped in turn by `workers` threads. A worker takes the next user in round-robin order whose
+    trainer is idle and `ready(user)` (a batch of their judged turns is waiting), so a user who
+    stops talking costs nothing and the others get the time, and no user's trainer is ever stepped
+    by two workers at once. With torch at one thread per thread of work, a second worker trains a
+    second user on the core the first one leaves idle (the users wait for their trainers, so the
+    serving engine is mostly idle while they train)."""
 
     def __init__(self, trainers: dict[str, BackgroundTrainer], ready: Callable[[str], bool],
-                 idle_wait_s: float = 0.5) -> None:
+                 idle_wait_s: float = 0.5, workers: int = 1) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
         self.trainers = trainers
         self._ready = ready
         self._idle_wait_s = idle_wait_s
         self._stop = threading.Event()
+        self._turn = deque(trainers)  # least recently stepped first
+        self._busy: set[str] = set()
+        self._lock = threading.Lock()
         self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._loop, name="openclaw-demo-users-trainer", daemon=True)
+        self._threads = [threading.Thread(target=self._loop, name=f"openclaw-demo-users-trainer-{i}", daemon=True)
+                         for i in range(min(workers, len(trainers)))]
 
     def start(self) -> RoundRobinTrainers:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     @contextmanager
@@ -147,24 +158,41 @@ class RoundRobinTrainers:
                 stack.enter_context(trainer.pause())
             yield
 
+    def _take(self) -> str | None:
+        """The user stepped least recently among those with an idle trainer and a batch waiting
+        (marked busy, and moved to the back of the turn), or None. A user passed over keeps their
+        place, so being busy or quiet for a while never costs a turn."""
+        with self._lock:
+            for user in self._turn:
+                if user not in self._busy and self._ready(user):
+                    self._turn.remove(user)
+                    self._turn.append(user)
+                    self._busy.add(user)
+                    return user
+        return None
+
     def _loop(self) -> None:
         try:
             while not self._stop.is_set():
-                stepped = False
-                for user, trainer in self.trainers.items():
-                    if self._stop.is_set():
-                        break
-                    if self._ready(user):
-                        stepped = trainer.step_once() is not None or stepped
-                if not stepped:
+                user = self._take()
+                if user is None:
                     self._stop.wait(self._idle_wait_s)  # nobody has a batch: wait for the users to talk
+                    continue
+                try:
+                    self.trainers[user].step_once()
+                finally:
+                    with self._lock:
+                        self._busy.discard(user)
         except BaseException as exc:  # noqa: BLE001 - surfaced to the main thread via .error
             log.exception("a user's trainer failed")
-            self.error = exc
+            if self.error is None:
+                self.error = exc
+            self._stop.set()
 
     def stop(self, timeout: float = 600.0) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(timeout)
         for trainer in self.trainers.values():
             trainer.stop(timeout)
