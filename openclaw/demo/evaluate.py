@@ -122,13 +122,19 @@ def evaluate(url: str, tokenizer: Any, persona: Persona, heldout: list[PromptIte
 def judged_by(persona: Persona, point: EvalPoint, heldout: list[PromptItem]) -> list[dict[str, Any]]:
     """`point`'s held-out replies judged by another persona (as `examples`: what each persona's
     acceptance is computed from), to see whether one user's adapter moved another user's verdicts."""
+    return judge_examples(persona, point.examples, heldout)
+
+
+def judge_examples(persona: Persona, examples: list[dict[str, Any]], heldout: list[PromptItem]) -> list[dict[str, Any]]:
+    """Recorded held-out replies (an evaluation point's `examples`, also as read back from a
+    results.json) judged afresh by `persona`."""
     import random
 
     rng = random.Random(0)
-    if [e["prompt"] for e in point.examples] != [h.prompt for h in heldout]:
+    if [e["prompt"] for e in examples] != [h.prompt for h in heldout]:
         raise ValueError("the point's replies are not answers to these held-out prompts")
     return [_example(item, e["reply"], persona.judge(e["reply"], item, rng))
-            for e, item in zip(point.examples, heldout, strict=True)]
+            for e, item in zip(examples, heldout, strict=True)]
 
 
 def _example(item: PromptItem, reply: str, verdict: Any) -> dict[str, Any]:
@@ -145,6 +151,6 @@ def train_prompts() -> list[PromptItem]:
     return load_prompts("persona_train_prompts.jsonl")
 
 
-__all__ = ["EvalPoint", "ProbeItem", "chat_prompt_ids", "evaluate", "heldout_prompts", "judged_by", "kl_to_base",
+__all__ = ["EvalPoint", "ProbeItem", "chat_prompt_ids", "evaluate", "heldout_prompts", "judge_examples", "judged_by", "kl_to_base",
            "load_probe", "on_topic",
            "probe_correct", "train_prompts"]

@@ -4,8 +4,9 @@ Each persona is one user: its name is the user id its simulated users send (`X-O
 the keyless loopback server), so their sessions and turns are recorded as theirs. Every user gets
 a trainer of their own, the chosen method's loop with `--buffer-user U --lora-adapter-name U`: it
 trains only U's judged turns and pushes U's adapter, which the server then serves to U alone (one
-continuous batch mixes every user's adapter row by row: openclaw/engines/lora_rows.py). One thread
-steps the trainers round-robin and skips a user without a batch of judged turns.
+continuous batch mixes every user's adapter row by row: openclaw/engines/lora_rows.py).
+`--trainer-workers` threads step the trainers in turn (`RoundRobinTrainers`), skipping a user
+without a batch of judged turns.
 
 Evaluation: at each point, every user's adapter (the base before its first push) answers the
 held-out prompts once; every persona judges those replies. A user's own persona measures what
