@@ -313,9 +313,9 @@ class SlotScheduler:
             if job.max_new == 0 and job.prompt_lps is None:
                 job.finish, job.done = FinishReason("length", 0), True
                 done.append((job, job_result(job, self._weight_version)))
-        deliver(done)
-        for job, _ in done:
+        for job, _ in done:  # before the results go out: a caller that has its result finds the KV kept
             self._release(job)
+        deliver(done)
 
     # ---- one step -------------------------------------------------------------------------------
     def _plan(self) -> _Step:
@@ -359,9 +359,9 @@ class SlotScheduler:
         if sample_idx:
             jobs = [step.rows[i][0] for i in sample_idx]
             self._sample_and_emit(jobs, logits[sample_idx], events)
-        deliver(events)
-        for job in [j for j in self._running if j.done]:
+        for job in [j for j in self._running if j.done]:  # before the results go out, as in _start
             self._release(job)
+        deliver(events)
 
     def _score_prompts(self, step: _Step, logits: torch.Tensor) -> None:
         """Prompt log-probs of scoring jobs: the row at position p scores prompt token p + 1."""
