@@ -93,21 +93,12 @@ def time_requests(engine: Any, turn: list[int], log: list[RequestTiming]) -> Non
 
 
 def load_bench_engine(backend: str, model_path: str | None, cache_tokens: int | None) -> Any:
-    """The engine `python -m openclaw.server --backend BACKEND` serves, its cache as `cache_tokens`
-    says (None: the default, on; 0: off)."""
-    if backend == "hf":
-        from openclaw.server.config import EngineConfig
-        from openclaw.server.engine_loader import load_engine
-
-        return load_engine(EngineConfig(model_path=model_path, prefix_cache_tokens=cache_tokens))
-    from openclaw.engines.llamacpp_engine import LlamaCppEngine
+    """The engine `python -m openclaw.server --backend BACKEND` serves (the server's own loader),
+    its cache as `cache_tokens` says (None: the default, on; 0: off)."""
     from openclaw.server.config import EngineConfig
-    from openclaw.server.engine_loader import LLAMACPP_CONTEXT
+    from openclaw.server.engine_loader import load_engine
 
-    # The server's loader (engine_loader._load_llamacpp) with its defaults; it has no switch for
-    # the kept KV, hence the direct load.
-    return LlamaCppEngine.load(gguf_path=model_path, max_batch_size=EngineConfig.max_batch_size,
-                               ctx_per_slot=LLAMACPP_CONTEXT, prefix_reuse=cache_tokens != 0)
+    return load_engine(EngineConfig(backend=backend, model_path=model_path, prefix_cache_tokens=cache_tokens))
 
 
 def resolve_bench_model(backend: str, model_path: str | None) -> str | None:

@@ -111,8 +111,9 @@ def ledger_view(buffer: Any, viewer: Viewer = ADMIN_VIEW) -> dict[str, Any]:
     from openclaw.control.ledger import ledger_summary
 
     rows = None if viewer.identity.is_admin else viewer.rows(buffer.ledger())
-    return {(f"{v['adapter']}:" if v["adapter"] else "") + str(v["weight_version"]): {"steps": len(v["steps"]), "turns": v["turns"], "sessions": len(v["sessions"]),
-                                       "invalidated": v["invalidated"]} for v in ledger_summary(buffer, rows)}
+    return {(f"{v['adapter']}:" if v["adapter"] else "") + str(v["weight_version"]):
+            {"steps": len(v["steps"]), "turns": v["turns"], "sessions": len(v["sessions"]), "invalidated": v["invalidated"]}
+            for v in ledger_summary(buffer, rows)}
 
 
 def snapshot(buffer: Any | None, controller: Any, log_dir: Path | None, served_model: str,

@@ -95,6 +95,11 @@ def retracted_in(buffer: TrajectoryBuffer, version: int, adapter: str = SERVED_W
                   if any(lo <= int(version) <= hi for lo, hi in taint_ranges(j["plan"], adapter)))
 
 
+def retracted_ranges(buffer: TrajectoryBuffer, adapter: str = SERVED_WEIGHTS) -> list[tuple[int, int]]:
+    """Every version range of `adapter` that holds a retracted session (journal rows in any state)."""
+    return [r for j in buffer.retractions() for r in taint_ranges(j["plan"], adapter)]
+
+
 def version_sessions(buffer: TrajectoryBuffer, version: int, adapter: str = SERVED_WEIGHTS) -> set[str]:
     """The sessions weight version `version` of `adapter` was trained on, retracted ones included."""
     return {r["session_id"] for r in version_ledger(buffer, version, adapter)} | \

@@ -64,6 +64,7 @@ from openclaw.control.ledger import (
     DEBUG_ROLLOUT_DATA,
     highest_weight_version,
     retracted_in,
+    retracted_ranges,
     taint_ranges,
     version_sessions,
 )
@@ -556,7 +557,7 @@ def _rollback_adapters(plan: RetractPlan, engine: WeightTarget | None, result: R
         entry: dict[str, Any] = {"adapter": line.adapter, "served_version_before": before, "served_version": before,
                                  "rolled_back_to": None, "retracted_versions": line.taint}
         result.adapters.append(entry)
-        assert line.first_version is not None
+        assert line.first_version is not None  # (the lines were chosen for it; this tells the type checker)
         # Not loaded, or serving a version from before the session: nothing served holds it. An
         # engine that cannot say (None) is rolled back regardless; so is a line the plan saw served
         # (a crash between the load and `done` leaves the rollback version served: loading it again is harmless).
@@ -586,7 +587,8 @@ def _known_versions(engine: WeightTarget | None) -> list[int]:
     return list(known()) if known is not None else []
 
 
-def _ranges(taint: list[list[int]]) -> str:
+def format_ranges(taint: list[list[int]] | list[tuple[int, int]]) -> str:
+    """Inclusive version ranges as people read them: "3, 5-7"."""
     return ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in taint)
 
 
@@ -652,7 +654,7 @@ def retract_session(buffer: TrajectoryBuffer, session_id: str, engine: WeightTar
     if plan.taint:
         if engine is not None and hasattr(engine, "sync_registry"):
             engine.sync_registry()
-        result.actions.append(f"weight version(s) {_ranges(plan.taint)} hold the session: never served, promoted, "
+        result.actions.append(f"weight version(s) {format_ranges(plan.taint)} hold the session: never served, promoted, "
                               "rolled back to or loaded again (kept folders deleted)")
     if plan.consumers:
         result.actions.append(f"trainer(s) {plan.consumers} stop at their next rollout (policy '{plan.policy}'): resume from "
@@ -709,9 +711,8 @@ class JournalView:
         return retracted_in(buffer, version, adapter) if buffer is not None else []
 
     def retracted_ranges(self, adapter: str) -> list[tuple[int, int]]:
-        """The versions of `adapter` that hold a retracted session (inclusive ranges)."""
         buffer = self._get()
-        return [r for j in buffer.retractions() for r in taint_ranges(j["plan"], adapter)] if buffer is not None else []
+        return retracted_ranges(buffer, adapter) if buffer is not None else []
 
     def rollback_target(self, model_path: str, version: int,
                         adapter: str = SERVED_WEIGHTS) -> tuple[str, dict[str, Any]] | None:

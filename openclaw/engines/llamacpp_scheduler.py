@@ -204,8 +204,8 @@ class SlotScheduler:
         return admit, dropped
 
     def _all_jobs(self) -> list[SlotJob]:
-        """Every job not yet finished (call with _cond held). A finished job's result may reach its
-        caller a moment before the scheduler frees its slot: it no longer counts."""
+        """Every job not yet finished (call with _cond held). A job marked done is having its slot
+        freed by the scheduler right now, before its result goes out: it no longer counts."""
         return [j for j in (*self._inbox, *self._running) if not j.done]
 
     def _release(self, job: SlotJob, keep: bool = True) -> None:
@@ -248,11 +248,13 @@ class SlotScheduler:
             stats.reused_tokens += job.fed
 
     def _finish_cancelled(self, job: SlotJob) -> None:
+        out = []
         if not job.done:
             job.done = True
             if job.finish is not None:  # aborted by request/pause(mode=abort): the caller gets a result
-                deliver([(job, job_result(job, self._weight_version))])
-        self._release(job)
+                out.append((job, job_result(job, self._weight_version)))
+        self._release(job)  # every path frees the slot before the result goes out
+        deliver(out)
 
     def _drop_cancelled_rows(self) -> None:
         for job in [j for j in self._running if j.cancelled]:
@@ -260,10 +262,10 @@ class SlotScheduler:
 
     def _fail_running(self, exc: BaseException) -> None:
         for job in list(self._running):
-            if not job.done:
-                deliver([(job, exc)])
-                job.done = True
+            out = [] if job.done else [(job, exc)]
+            job.done = True
             self._release(job, keep=False)  # a failed decode leaves its KV unknown
+            deliver(out)
 
     def _abort_everything(self) -> None:
         with self._cond:
@@ -272,10 +274,10 @@ class SlotScheduler:
             controls = list(self._controls)
             self._controls.clear()
         for job in jobs:
-            if not job.done:
-                deliver([(job, EngineClosed("engine shut down"))])
-                job.done = True
+            out = [] if job.done else [(job, EngineClosed("engine shut down"))]
+            job.done = True
             self._release(job, keep=False)
+            deliver(out)
         for _, fut in controls:
             fut.set_exception(EngineClosed("engine shut down"))
 
@@ -313,7 +315,7 @@ class SlotScheduler:
             if job.max_new == 0 and job.prompt_lps is None:
                 job.finish, job.done = FinishReason("length", 0), True
                 done.append((job, job_result(job, self._weight_version)))
-        for job, _ in done:  # before the results go out: a caller that has its result finds the KV kept
+        for job, _ in done:  # before the results go out: a caller that has its result finds its slot freed
             self._release(job)
         deliver(done)
 

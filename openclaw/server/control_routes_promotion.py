@@ -34,7 +34,7 @@ from openclaw.control.promotion import (
     PromotionError,
     VersionRegistry,
 )
-from openclaw.control.retract import JournalView, RetractedVersionError
+from openclaw.control.retract import JournalView, RetractedVersionError, format_ranges
 from openclaw.control.settings import ControlSettings
 from openclaw.control.viewer import Viewer
 from openclaw.httpapi.identity import scope_identity, valid_user_id
@@ -102,9 +102,8 @@ def refuse_retracted_adapter(journal: JournalView, body: Any) -> None:
     if version is None:
         ranges = journal.retracted_ranges(name)
         if ranges:
-            shown = ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in ranges)
-            raise OpenAIError(409, f"LoRA adapter {name!r} has retracted versions ({shown}): a load must name its "
-                                   "'weight_version' so it can be checked", param="weight_version",
+            raise OpenAIError(409, f"LoRA adapter {name!r} has retracted versions ({format_ranges(ranges)}): a load "
+                                   "must name its 'weight_version' so it can be checked", param="weight_version",
                               code="weight_version_required")
         return
     if isinstance(version, int) and not isinstance(version, bool):
@@ -156,7 +155,7 @@ def promotion_router(state: ServerState, settings: ControlSettings | None = None
         if adapter is None:
             return controller
         identity = scope_identity(request.scope)
-        if identity is not None and not identity.is_admin and identity.user_id != adapter:
+        if not identity.is_admin and identity.user_id != adapter:
             raise OpenAIError(404, f"No LoRA adapter {adapter!r} on this server.", param="adapter",
                               code="adapter_not_found")
         return adapter_controller(adapter)
